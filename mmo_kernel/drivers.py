@@ -1,0 +1,134 @@
+"""Base classes for the drivers of MMO's five concerns.
+
+A plugin registers driver *classes* through the registration hooks in
+``hookspecs.py``; the kernel instantiates one per use. Each driver names
+itself (``name``) and validates its own TOML options with a nested pydantic
+``Options`` model (``extra="forbid"``), so a typo in a profile or catalog is
+reported by the driver that owns the key, pointing at file and key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import DriverConfigError, DriverNotAvailable
+
+CONCERNS: tuple[str, ...] = (
+    "route_drivers",
+    "execution_hosts",
+    "contract_transports",
+    "workspace_isolation",
+    "tool_bridges",
+)
+"""The five extension concerns, in the order ``mmo plugins`` lists them."""
+
+
+class NoOptions(BaseModel):
+    """Options model of a driver that takes no TOML options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One readable line per pydantic error: ``key.path: message``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(document)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class Driver:
+    """Common behaviour of every driver: a name, a concern and option validation."""
+
+    name: ClassVar[str]
+    concern: ClassVar[str]
+    Options: ClassVar[type[BaseModel]] = NoOptions
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any] | None, where: str) -> BaseModel:
+        """Validate this driver's TOML options; ``where`` is ``file: key`` for errors."""
+        try:
+            return cls.Options.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            raise DriverConfigError(where, format_validation_error(exc)) from None
+
+    @classmethod
+    def not_available(cls, operation: str) -> DriverNotAvailable:
+        """The error a driver raises for behaviour this version does not have yet."""
+        return DriverNotAvailable(cls.concern, cls.name, operation)
+
+
+class RouteDriver(Driver):
+    """Reaches one family of model providers (spec 08).
+
+    ``Options`` validates the driver-specific fields of a catalog route entry
+    (everything except the common keys of ``catalog.Route``).
+    """
+
+    concern = "route_drivers"
+
+    def validate_route(self, route: Any, where: str) -> None:
+        """Reject a catalog route this driver cannot serve (raise DriverConfigError)."""
+
+    def validate_model(self, model: Any, route: Any, where: str) -> None:
+        """Reject a catalog model this driver cannot serve (raise DriverConfigError)."""
+
+    def availability(self, route: Any, credentials: Mapping[str, str]) -> dict[str, Any]:
+        """``{"available": bool, "reason"?: str}`` for one session's environment."""
+        raise self.not_available("availability")
+
+    def provider_config(self, route: Any, model: Any, gateway_url: str) -> dict[str, Any]:
+        """The Codex ``config.toml`` keys that select this model (names of env vars only)."""
+        raise self.not_available("provider_config")
+
+    def env_names(self, route: Any) -> list[str]:
+        """Environment variable names an agent on this route needs."""
+        return []
+
+    def serve_responses(
+        self, route: Any, model: Any, body: dict[str, Any], env: Mapping[str, str]
+    ) -> Any:
+        """Serve one ``POST /routes/<route>/v1/responses`` for the gateway.
+
+        Returns an iterator of SSE byte chunks (Responses streaming events) or
+        raises ``mmo_kernel.gateway.errors.GatewayError`` with the HTTP status
+        and error body Codex should see.
+        """
+        raise self.not_available("serve_responses")
+
+
+class ExecutionHost(Driver):
+    """Starts, owns and recovers the process that runs an agent's turn loop (spec 03/04)."""
+
+    concern = "execution_hosts"
+
+
+class ContractTransport(Driver):
+    """Makes an agent return a result that satisfies a JSON schema (spec 05)."""
+
+    concern = "contract_transports"
+
+
+class WorkspaceIsolator(Driver):
+    """Gives a writer its own workspace, captures its patch, integrates it (spec 06)."""
+
+    concern = "workspace_isolation"
+
+
+class ToolBridge(Driver):
+    """Gives agents tools from third-party MCP servers (spec 09)."""
+
+    concern = "tool_bridges"
+
+
+BASE_CLASSES: dict[str, type[Driver]] = {
+    "route_drivers": RouteDriver,
+    "execution_hosts": ExecutionHost,
+    "contract_transports": ContractTransport,
+    "workspace_isolation": WorkspaceIsolator,
+    "tool_bridges": ToolBridge,
+}
