@@ -1,0 +1,42 @@
+# The two set-up commands of the README. Each installs everything MMO needs
+# on a fresh machine (venv, pip packages, the pinned Codex CLI, git identity)
+# and then does one thing.
+#   make demo   -> runs the offline demo
+#   make test   -> runs the test suite (what .ci/run calls)
+
+PYTHON ?= python3
+VENV := .venv
+CODEX_VERSION := 0.169.0
+STAMP := $(VENV)/.mmo-installed
+
+.PHONY: demo test setup lint type bench
+
+setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION)
+	@git config --global user.name >/dev/null || git config --global user.name "MMO Developer"
+	@git config --global user.email >/dev/null || git config --global user.email "mmo@localhost"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,dev]'
+	@touch $(STAMP)
+
+.codex-cli/.installed-$(CODEX_VERSION):
+	mkdir -p .codex-cli
+	npm install --prefix .codex-cli --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/mmo demo
+
+test: setup
+	$(VENV)/bin/python -m pytest -n 2 -q
+
+lint: setup
+	$(VENV)/bin/ruff check mmo_kernel plugins tests benchmarks
+
+type: setup
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(VENV)/bin/python benchmarks/run.py
