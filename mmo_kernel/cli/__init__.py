@@ -13,9 +13,9 @@ import traceback
 from collections.abc import Sequence
 
 from .. import package_version
-from . import catalog_cmd, plugins_cmd, profiles_cmd
+from . import plugins_cmd
 
-COMMAND_MODULES = (plugins_cmd, profiles_cmd, catalog_cmd)
+COMMAND_MODULES = (plugins_cmd,)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
