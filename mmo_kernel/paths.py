@@ -34,3 +34,17 @@ def ensure_private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
     return path
+
+
+def settings_path() -> Path:
+    """``settings.toml`` in the config dir."""
+    return config_dir() / "settings.toml"
+
+
+def credentials_path() -> Path:
+    """``credentials.env`` in the config dir (secrets, ``0600``)."""
+    return config_dir() / "credentials.env"
+
+
+STATE_SUBDIRS: tuple[str, ...] = ("sessions", "jobs", "snapshots", "runtime")
+"""Folders ``ensure_state_layout()`` creates (``0700``) under the state dir."""

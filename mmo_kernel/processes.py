@@ -1,0 +1,182 @@
+"""Process identity and process-group lifetime (spec 03, "Process identity").
+
+A process is identified by ``(pid, start token)``: pids are recycled, start
+times are not, so MMO only ever signals a process whose recorded token still
+matches. Hosts lead their own process group so retiring one kills every
+child a tool left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Union
+
+import psutil
+
+Output = Union[Path, int, IO[bytes], None]
+"""Where a detached child's stdout/stderr go: a file path (appended, ``0600``),
+a descriptor or file object, or ``None`` for ``/dev/null``."""
+
+_POLL_SECONDS = 0.02
+_KILL_WAIT_SECONDS = 2.0
+
+_spawned: dict[int, subprocess.Popen[bytes]] = {}
+_spawned_lock = threading.Lock()
+
+
+def _token_of(proc: psutil.Process) -> str:
+    return f"{proc.create_time():.6f}"
+
+
+def process_start_token(pid: int) -> str | None:
+    """The start token of a live process, or ``None`` if there is none (or it is a zombie)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return _token_of(proc)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def process_matches(pid: int | None, token: str | None) -> bool:
+    """True when ``pid`` is alive, not a zombie and still the process ``token`` names."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not token:
+        return False
+    return process_start_token(pid) == token
+
+
+def process_alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    return process_start_token(pid) is not None
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) != pgid or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        members.append(proc)
+    return members
+
+
+def process_group_alive(pgid: int) -> bool:
+    """True when any non-zombie process is still in group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # the group exists but belongs to someone else; look closer
+    return bool(_group_members(pgid))
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap() -> None:
+    """Collect exit statuses of children ``spawn_detached`` started.
+
+    Only MMO's own children are reaped: a caller's ``Popen`` keeps its exit
+    status. Zombies are never counted as alive, so reaping is hygiene only.
+    """
+    with _spawned_lock:
+        for pid, popen in list(_spawned.items()):
+            if popen.poll() is not None:
+                del _spawned[pid]
+
+
+def _wait_groups(pgids: list[int], seconds: float) -> list[int]:
+    """Wait until every group is gone or ``seconds`` pass; return the survivors."""
+    deadline = time.monotonic() + max(seconds, 0.0)
+    while True:
+        _reap()
+        alive = [g for g in pgids if process_group_alive(g)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(_POLL_SECONDS)
+
+
+def _check_pgids(pgids: Iterable[int]) -> list[int]:
+    own = os.getpgrp()
+    checked = []
+    for pgid in pgids:
+        if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+            raise ValueError(f"process group id must be an int greater than 1, got {pgid!r}")
+        if pgid == own:
+            raise ValueError(f"refusing to terminate process group {pgid}: it is MMO's own group")
+        checked.append(pgid)
+    return sorted(set(checked))
+
+
+def terminate_process_groups(pgids: Iterable[int], grace_seconds: float) -> list[int]:
+    """Retire whole process groups: SIGTERM, wait ``grace_seconds``, SIGKILL survivors.
+
+    Returns the groups that had live members. Raises ``RuntimeError``
+    (``process groups did not terminate: [...]``) if any survive SIGKILL.
+    """
+    groups = _check_pgids(pgids)
+    live = [g for g in groups if process_group_alive(g)]
+    for pgid in live:
+        _signal_group(pgid, signal.SIGTERM)
+    survivors = _wait_groups(live, grace_seconds)
+    for pgid in survivors:
+        _signal_group(pgid, signal.SIGKILL)
+    lingering = _wait_groups(survivors, _KILL_WAIT_SECONDS) if survivors else []
+    if lingering:
+        raise RuntimeError(f"process groups did not terminate: {lingering}")
+    return live
+
+
+def _open_output(target: Output) -> tuple[int | IO[bytes], bool]:
+    """A value for Popen's stdout/stderr and whether we must close it."""
+    if target is None:
+        return subprocess.DEVNULL, False
+    if isinstance(target, Path):
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        return fd, True
+    return target, False
+
+
+def spawn_detached(argv: list[str], *, cwd: Path | str, env: Mapping[str, str],
+                   stdout: Output = None, stderr: Output = None) -> tuple[int, str]:
+    """Start ``argv`` as the leader of a new session and process group (``pgid == pid``).
+
+    stdin is ``/dev/null``; the child is not tied to the caller's terminal,
+    so Ctrl-C in the caller does not reach it. Returns ``(pid, start_token)``.
+    """
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("argv must be a non-empty list of strings")
+    out, close_out = _open_output(stdout)
+    err, close_err = _open_output(stderr)
+    try:
+        popen = subprocess.Popen(  # noqa: S603 - argv comes from MMO, never a shell
+            argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+            stdout=out, stderr=err, start_new_session=True, close_fds=True,
+        )
+    finally:
+        for value, owned in ((out, close_out), (err, close_err)):
+            if owned and isinstance(value, int):
+                os.close(value)
+    with _spawned_lock:
+        _spawned[popen.pid] = popen
+    return popen.pid, _token_of(psutil.Process(popen.pid))
+
+
+def reap_spawned() -> None:
+    """Collect exited children started by ``spawn_detached`` (no zombies left behind)."""
+    _reap()
