@@ -114,9 +114,52 @@ class ContractTransport(Driver):
 
 
 class WorkspaceIsolator(Driver):
-    """Gives a writer its own workspace, captures its patch, integrates it (spec 06)."""
+    """Gives a writer its own workspace, captures its patch, integrates it (spec 06).
+
+    Paths are ``pathlib.Path``; handles, patches and receipts are the
+    pydantic models of ``mmo_kernel.patches``. ``out_of_scope``,
+    ``check_preimage`` and ``reverse`` are shared by every isolator.
+    """
 
     concern = "workspace_isolation"
+
+    def __init__(self, options: Mapping[str, Any] | None = None,
+                 where: str = "workspace isolation options") -> None:
+        self.options = self.validate_options(options, where)
+
+    def prepare(self, workspace: Any, dest: Any, write_scope: list[str], label: str) -> Any:
+        """Make the writer's private workspace under ``dest``; returns a ``WorkspaceHandle``."""
+        raise self.not_available("prepare")
+
+    def capture_patch(self, handle: Any) -> Any:
+        """The writer's changes against the base, as a ``Patch``."""
+        raise self.not_available("capture_patch")
+
+    def apply(self, workspace: Any, patch: Any) -> Any:
+        """Apply ``patch`` to the canonical workspace; returns an ``ApplyReceipt``."""
+        raise self.not_available("apply")
+
+    def cleanup(self, handle: Any) -> None:
+        """Remove the writer's private workspace (idempotent)."""
+        raise self.not_available("cleanup")
+
+    def out_of_scope(self, patch: Any, write_scope: list[str]) -> list[str]:
+        """Changed paths outside ``write_scope`` (sorted)."""
+        from .write_scopes import paths_outside_scopes
+
+        return paths_outside_scopes(patch.changed_paths, write_scope)
+
+    def check_preimage(self, workspace: Any, patch: Any) -> None:
+        """Refuse (``PreimageMismatch``) when the workspace moved on since the base."""
+        from .patches import check_preimage
+
+        check_preimage(workspace, patch)
+
+    def reverse(self, workspace: Any, patch: Any, receipt: Any) -> None:
+        """Undo an ``apply`` exactly, or raise ``PatchReversalError`` naming the paths."""
+        from .patches import reverse_apply
+
+        reverse_apply(workspace, receipt)
 
 
 class ToolBridge(Driver):
