@@ -1,0 +1,57 @@
+"""A separately distributed plugin, installed with pip, extends MMO like a built-in one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mmo-example-route"
+MMO = Path(sys.executable).with_name("mmo")
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    """pip-install the fixture distribution into a private target dir."""
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("build")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(target), str(FIXTURE)],
+        check=True, stdin=subprocess.DEVNULL, cwd=build,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    assert list(target.glob("mmo_example_route-1.2.3.dist-info"))
+    return target
+
+
+def run_mmo(args: list[str], site: Path | None, env: dict[str, str]) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    if site is not None:
+        full_env["PYTHONPATH"] = str(site)
+    return subprocess.run([str(MMO), *args], capture_output=True, text=True, env=full_env,
+                          stdin=subprocess.DEVNULL, timeout=60)
+
+
+def test_installed_plugin_appears_in_mmo_plugins(plugin_site, tmp_path):
+    env = {"MMO_STATE_DIR": str(tmp_path / "state"), "MMO_CONFIG_DIR": str(tmp_path / "config")}
+    before = json.loads(run_mmo(["plugins", "--json"], None, env).stdout)
+    assert "example_echo" not in before["drivers"]["route_drivers"]
+
+    result = run_mmo(["plugins", "--json"], plugin_site, env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert "example_echo" in report["drivers"]["route_drivers"]
+    plugin = next(p for p in report["plugins"] if p["name"] == "example_route")
+    assert plugin == {
+        "name": "example_route",
+        "distribution": "mmo-example-route",
+        "version": "1.2.3",
+        "drivers": {"route_drivers": ["example_echo"]},
+    }
+    table = run_mmo(["plugins"], plugin_site, env).stdout
+    assert "example_route" in table and "route_drivers: example_echo" in table
