@@ -1,11 +1,61 @@
-"""The ``native_mcp`` driver."""
+"""The ``native_mcp`` bridge: tool MCP servers written into Codex's ``[mcp_servers]``."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from mmo_kernel.drivers import ToolBridge
 
 
 class NativeMcpBridge(ToolBridge):
-    """Tool MCP servers written into the agent's Codex ``[mcp_servers]``."""
+    """Codex speaks MCP itself: every declared server appears in every agent's config,
+    enabled only for the agents that opted in, so Codex's view of the servers is stable."""
 
     name = "native_mcp"
+
+    def render_servers(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                       ) -> dict[str, dict[str, Any]]:
+        """``mcp_servers`` entries (names of env vars only, never values)."""
+        return {name: self._entry(server, opt_ins.get(name)) for name, server in servers.items()}
+
+    @staticmethod
+    def _entry(server: Any, opt_in: Any) -> dict[str, Any]:
+        entry: dict[str, Any] = {}
+        if server.transport == "stdio":
+            entry["command"] = server.command
+            if server.args:
+                entry["args"] = list(server.args)
+            if server.cwd:
+                entry["cwd"] = server.cwd
+            if server.env_vars:
+                entry["env_vars"] = list(server.env_vars)
+        else:
+            entry["url"] = server.url
+            if server.bearer_token_env_var:
+                entry["bearer_token_env_var"] = server.bearer_token_env_var
+        chosen = list(opt_in.enabled_tools) if opt_in and opt_in.enabled_tools else None
+        entry["enabled"] = opt_in is not None
+        entry["required"] = bool(opt_in.required) if opt_in is not None else False
+        entry["enabled_tools"] = list(server.enabled_tools)
+        entry["disabled_tools"] = (
+            [t for t in server.enabled_tools if t not in chosen] if chosen is not None else [])
+        entry["default_tools_approval_mode"] = server.default_tools_approval_mode
+        if server.startup_timeout_sec:
+            entry["startup_timeout_sec"] = server.startup_timeout_sec
+        if server.tool_timeout_sec:
+            entry["tool_timeout_sec"] = server.tool_timeout_sec
+        return entry
+
+    def env_names(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                  ) -> tuple[list[str], list[str]]:
+        """(stdio env var names, HTTP bearer env var names) the agent's process needs."""
+        envs: set[str] = set()
+        http: set[str] = set()
+        for name in opt_ins:
+            server = servers.get(name)
+            if server is None:
+                continue
+            envs.update(server.env_vars)
+            http.update(server.http_env_names)
+        return sorted(envs), sorted(http)
