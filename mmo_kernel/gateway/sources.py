@@ -1,0 +1,144 @@
+"""Where the gateway reads credentials, settings and catalog entries.
+
+These come from modules other parts of MMO own (``mmo_kernel.credentials``,
+``mmo_kernel.settings``, ``mmo_kernel.catalog.load_catalog``). The gateway
+reads them per request, caching the catalog by the mtimes of its files, so a
+fragment added to ``catalog.d/`` or a key added to ``credentials.env`` is seen
+without restarting the shared gateway.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import catalog as catalog_module
+from ..catalog import Model, Route
+from ..paths import config_dir
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 0
+
+
+def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A non-empty environment value wins, else ``credentials.env`` (spec 02)."""
+    try:
+        from ..credentials import credential_value as kernel_value
+    except ImportError:
+        return _credentials_file_value(name, os.environ if environ is None else environ)
+    value = kernel_value(name, environ=environ)
+    return value or None
+
+
+def _credentials_file_value(name: str, environ: Mapping[str, str]) -> str | None:
+    if environ.get(name):
+        return environ[name]
+    path = config_dir() / "credentials.env"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip().removeprefix("export ").strip() == name:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            return value or None
+    return None
+
+
+class CredentialEnv(Mapping[str, str]):
+    """The ``env`` a driver gets: request-supplied header values, then credentials.
+
+    Codex sends ``env_http_headers`` values itself (from the agent's
+    environment); the gateway puts them under their env var names so a driver
+    looks every name up the same way. Values are resolved lazily and never
+    enumerated, so nothing is read that the driver does not ask for.
+    """
+
+    def __init__(self, supplied: Mapping[str, str] | None = None) -> None:
+        self._supplied = dict(supplied or {})
+
+    def __getitem__(self, name: str) -> str:
+        value = self._supplied.get(name) or credential_value(name)
+        if not value:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._supplied)
+
+    def __len__(self) -> int:
+        return len(self._supplied)
+
+
+def gateway_address() -> tuple[str, int]:
+    """``(gateway_host, gateway_port)`` from settings.toml, defaults otherwise."""
+    try:
+        from ..settings import load_settings
+    except ImportError:
+        return DEFAULT_HOST, DEFAULT_PORT
+    settings = load_settings()
+    get = settings.get if isinstance(settings, Mapping) else lambda k, d: getattr(settings, k, d)
+    return str(get("gateway_host", DEFAULT_HOST)), int(get("gateway_port", DEFAULT_PORT))
+
+
+class CatalogView:
+    """Routes and models by id, reloaded when a catalog file changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamp: tuple[Any, ...] | None = None
+        self._routes: dict[str, Route] = {}
+        self._models: dict[str, Model] = {}
+
+    def _files_stamp(self) -> tuple[Any, ...]:
+        files = sorted((config_dir() / "catalog.d").glob("*.toml"))
+        builtin = Path(catalog_module.__file__).parent
+        files += sorted(builtin.glob("catalog*.toml")) + sorted((builtin / "catalog").glob("*.toml"))
+        stamp = []
+        for path in files:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            stamp.append((str(path), info.st_mtime_ns, info.st_size))
+        return tuple(stamp)
+
+    def _reload(self) -> None:
+        load = getattr(catalog_module, "load_catalog", None)
+        if load is None:
+            raise LookupError("the catalog loader (mmo_kernel.catalog.load_catalog) is not installed")
+        loaded = load()
+        routes = _entries(loaded, "routes")
+        models = _entries(loaded, "models")
+        self._routes = {rid: r for rid, r in routes.items() if isinstance(r, Route)}
+        self._models = {mid: m for mid, m in models.items() if isinstance(m, Model)}
+
+    def current(self) -> tuple[dict[str, Route], dict[str, Model]]:
+        with self._lock:
+            stamp = self._files_stamp()
+            if stamp != self._stamp:
+                self._reload()
+                self._stamp = stamp
+            return self._routes, self._models
+
+
+def _entries(loaded: Any, name: str) -> dict[str, Any]:
+    value = loaded.get(name) if isinstance(loaded, Mapping) else getattr(loaded, name, None)
+    return dict(value or {})
+
+
+class StaticCatalog:
+    """A fixed set of routes and models (tests, benchmarks, embedding)."""
+
+    def __init__(self, routes: list[Route], models: list[Model]) -> None:
+        self._routes = {r.id: r for r in routes}
+        self._models = {m.id: m for m in models}
+
+    def current(self) -> tuple[dict[str, Route], dict[str, Model]]:
+        return self._routes, self._models

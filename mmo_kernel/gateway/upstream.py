@@ -1,0 +1,164 @@
+"""A small streaming HTTP client for upstream providers, with connection reuse.
+
+Drivers run in the gateway's worker threads, so a blocking stdlib client is
+the right tool: ``http.client`` speaks HTTP/1.1 keep-alive and TLS. Failures
+become ``GatewayError`` with the status Codex should see: connection errors
+502 (retryable transport), timeouts 504, upstream HTTP errors their own
+status with the upstream's error message.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import GatewayError, error_body
+
+READ_SIZE = 65536
+_pool_lock = threading.Lock()
+_pool: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+
+
+def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+    key = (scheme, host, port)
+    with _pool_lock:
+        idle = _pool.get(key)
+        if idle:
+            conn = idle.pop()
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn
+    if scheme == "https":
+        return http.client.HTTPSConnection(
+            host, port, timeout=timeout, context=ssl.create_default_context()
+        )
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _release(scheme: str, host: str, port: int, conn: http.client.HTTPConnection) -> None:
+    with _pool_lock:
+        idle = _pool.setdefault((scheme, host, port), [])
+        if len(idle) < 32:
+            idle.append(conn)
+            return
+    conn.close()
+
+
+class UpstreamResponse:
+    """A successful (2xx) upstream response whose body is read incrementally."""
+
+    def __init__(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                 key: tuple[str, str, int]) -> None:
+        self._conn = conn
+        self._response = response
+        self._key = key
+        self.status = response.status
+        self.headers = {k.lower(): v for k, v in response.getheaders()}
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """Body chunks as they arrive; the connection is pooled again after a full read."""
+        complete = False
+        try:
+            while True:
+                try:
+                    chunk = self._response.read1(READ_SIZE)
+                except (TimeoutError, socket.timeout):
+                    raise GatewayError(504, error_body(
+                        "upstream stream timed out", "server_error", "upstream_timeout")) from None
+                except (OSError, http.client.HTTPException) as exc:
+                    raise GatewayError(502, error_body(
+                        f"upstream stream broke: {type(exc).__name__}", "server_error",
+                        "upstream_transport")) from None
+                if not chunk:
+                    complete = True
+                    return
+                yield chunk
+        finally:
+            if complete and not self._response.will_close:
+                _release(*self._key, self._conn)
+            else:
+                self._conn.close()
+
+    def json(self) -> Any:
+        return json.loads(b"".join(self.iter_bytes()) or b"null")
+
+
+def upstream_error_message(status: int, raw: bytes) -> str:
+    """The provider's own error text (OpenAI and Anthropic shapes), else a short excerpt."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        text = raw.decode("utf-8", errors="replace").strip()
+        return text[:500] or f"upstream returned HTTP {status}"
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    if isinstance(error, str):
+        return error
+    if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+        return doc["message"]
+    return json.dumps(doc)[:500]
+
+
+def map_upstream_status(status: int, raw: bytes) -> GatewayError:
+    """Turn an upstream HTTP error into the error Codex classifies the same way.
+
+    429 stays 429 (a plain rate limit Codex retries); 401/403 become 401
+    (terminal); other 4xx are 400 (terminal, the provider's message shown);
+    5xx stay 5xx (retryable).
+    """
+    message = upstream_error_message(status, raw)
+    if status == 429:
+        return GatewayError(429, error_body(message, "rate_limit_error", "rate_limit_exceeded"))
+    if status in (401, 403):
+        return GatewayError(401, error_body(message, "authentication_error", "invalid_api_key"))
+    if 400 <= status < 500:
+        return GatewayError(400, error_body(message, "invalid_request_error"))
+    return GatewayError(status if 500 <= status <= 599 else 502,
+                        error_body(message, "server_error", "upstream_error"))
+
+
+def post_json(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
+              timeout: float = 300.0) -> UpstreamResponse:
+    """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise GatewayError(502, error_body(f"route base_url is not usable: {scheme}://...",
+                                           "server_error", "bad_route"))
+    port = parts.port or (443 if scheme == "https" else 80)
+    key = (scheme, parts.hostname, port)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    all_headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json",
+                   **headers, "Content-Length": str(len(body))}
+    for attempt in (0, 1):
+        conn = _connect(*key, timeout=timeout)
+        reused = conn.sock is not None
+        try:
+            conn.request("POST", path, body=body, headers=all_headers)
+            response = conn.getresponse()
+            break
+        except (TimeoutError, socket.timeout):
+            conn.close()
+            raise GatewayError(504, error_body(
+                f"upstream {parts.hostname} timed out", "server_error", "upstream_timeout")) from None
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            if reused and attempt == 0:
+                continue  # a pooled keep-alive connection the server had closed
+            raise GatewayError(502, error_body(
+                f"cannot reach upstream {parts.hostname}: {type(exc).__name__}",
+                "server_error", "upstream_transport")) from None
+    if response.status >= 400:
+        raw = response.read()
+        conn.close()
+        raise map_upstream_status(response.status, raw)
+    return UpstreamResponse(conn, response, key)

@@ -1,0 +1,210 @@
+"""``anthropic_messages``: Responses requests as Messages API calls, and back.
+
+Messages require alternating user/assistant turns, tool results as the first
+blocks of the user turn after the ``tool_use``, a single ``system`` string and
+``max_tokens``; this module builds exactly that from the neutral conversation.
+Extended thinking is not requested (see docs/routes.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from mmo_kernel.gateway.notes import LogNote
+from mmo_kernel.gateway.responses_stream import ResponsesStream, usage_block
+from mmo_kernel.gateway.sse import SseDecoder
+
+from .conversation import Conversation, Part, codex_call
+
+_DATA_URL = re.compile(r"^data:(?P<type>image/[A-Za-z0-9.+-]+);base64,(?P<data>.*)$", re.S)
+_ID_OK = re.compile(r"[^A-Za-z0-9_-]")
+RETRYABLE_ERRORS = {"overloaded_error": "server_error", "api_error": "server_error",
+                    "rate_limit_error": "rate_limit_exceeded"}
+
+
+def _tool_id(call_id: str) -> str:
+    return _ID_OK.sub("_", call_id) or "call"
+
+
+def _blocks(parts: list[Part]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if part.kind == "text":
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+            continue
+        match = _DATA_URL.match(part.url)
+        source = ({"type": "base64", "media_type": match["type"], "data": match["data"]}
+                  if match else {"type": "url", "url": part.url})
+        blocks.append({"type": "image", "source": source})
+    return blocks
+
+
+def _messages(conv: Conversation) -> tuple[str, list[dict[str, Any]]]:
+    system = [conv.system] if conv.system else []
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for turn in conv.turns:
+        if turn.role == "system":
+            # Messages has one system prompt; later instructions ride as user text.
+            add("user", [{"type": "text", "text": "\n".join(p.text for p in turn.parts)}])
+        elif turn.role == "tool":
+            content = _blocks(turn.parts) or [{"type": "text", "text": "(empty)"}]
+            add("user", [{"type": "tool_result", "tool_use_id": _tool_id(turn.call_id),
+                          "content": content}])
+        elif turn.role == "assistant":
+            blocks = _blocks(turn.parts)
+            for call in turn.calls:
+                try:
+                    arguments = json.loads(call.arguments or "{}")
+                except ValueError:
+                    arguments = {"input": call.arguments}
+                blocks.append({"type": "tool_use", "id": _tool_id(call.call_id), "name": call.name,
+                               "input": arguments if isinstance(arguments, dict)
+                               else {"value": arguments}})
+            add("assistant", blocks)
+        else:
+            add("user", _blocks(turn.parts))
+    if not messages or messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": "(start)"}]})
+    return "\n\n".join(system), messages
+
+
+def anthropic_request(conv: Conversation, model: Any, default_max_tokens: int) -> dict[str, Any]:
+    system, messages = _messages(conv)
+    payload: dict[str, Any] = {"model": model.upstream_id, "messages": messages,
+                               "max_tokens": conv.max_output_tokens or default_max_tokens,
+                               "stream": True}
+    if system:
+        payload["system"] = system
+    if conv.tools:
+        payload["tools"] = [{"name": t.name, "description": t.description,
+                             "input_schema": t.parameters} for t in conv.tools]
+        payload["tool_choice"] = {"type": "auto",
+                                  "disable_parallel_tool_use": not conv.parallel_tool_calls}
+    return payload
+
+
+class AnthropicStreamTranslator:
+    """Messages stream events -> Responses events, in content-block order."""
+
+    def __init__(self, conv: Conversation, model_id: str) -> None:
+        self.conv = conv
+        self.out = ResponsesStream(model_id)
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.input_tokens = self.cached = self.output_tokens = 0
+        self.stop_reason: str | None = None
+        self.error: tuple[str, str] | None = None
+        self.upstream_model: str | None = None
+        self.done = False
+
+    def event(self, doc: dict[str, Any]) -> bytes:
+        kind = doc.get("type")
+        if kind == "message_start":
+            message = doc.get("message") or {}
+            self.upstream_model = message.get("model")
+            self._usage(message.get("usage") or {})
+        elif kind == "content_block_start":
+            self.blocks[int(doc.get("index", 0))] = dict(doc.get("content_block") or {},
+                                                         partial_json="")
+        elif kind == "content_block_delta":
+            return self._delta(int(doc.get("index", 0)), doc.get("delta") or {})
+        elif kind == "content_block_stop":
+            return self._stop_block(int(doc.get("index", 0)))
+        elif kind == "message_delta":
+            self.stop_reason = (doc.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self._usage(doc.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error = doc.get("error") or {}
+            self.error = (str(error.get("message") or "upstream error"),
+                          RETRYABLE_ERRORS.get(error.get("type"), "server_error"))
+        return b""
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        if "input_tokens" in usage:
+            self.input_tokens = int(usage.get("input_tokens") or 0) + int(
+                usage.get("cache_creation_input_tokens") or 0) + int(
+                usage.get("cache_read_input_tokens") or 0)
+            self.cached = int(usage.get("cache_read_input_tokens") or 0)
+        if "output_tokens" in usage:
+            self.output_tokens = int(usage.get("output_tokens") or 0)
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
+        block = self.blocks.setdefault(index, {"type": "text", "partial_json": ""})
+        if delta.get("type") == "text_delta":
+            return self.out.text_delta(delta.get("text", ""))
+        if delta.get("type") == "input_json_delta":
+            block["partial_json"] += delta.get("partial_json", "")
+        return b""
+
+    def _stop_block(self, index: int) -> bytes:
+        block = self.blocks.pop(index, {})
+        if block.get("type") != "tool_use":
+            return b""
+        arguments = block["partial_json"] or json.dumps(block.get("input") or {})
+        name, namespace, payload, custom = codex_call(self.conv.tool_names, block.get("name", ""),
+                                                      arguments)
+        call_id = block.get("id") or f"toolu_{index}"
+        if custom:
+            return self.out.custom_tool_call(name, payload, call_id)
+        return self.out.function_call(name, payload, call_id, namespace)
+
+    def usage(self) -> dict[str, Any]:
+        return usage_block(self.input_tokens, self.output_tokens, self.cached)
+
+    def finish(self) -> bytes:
+        if self.error is not None:
+            return self.out.failed(*self.error)
+        if not self.done:
+            return self.out.failed("upstream stream ended before message_stop", "server_error")
+        return self.out.completed(self.usage())
+
+
+def translate_anthropic_stream(conv: Conversation, model_id: str, chunks: Iterator[bytes],
+                               content_type: str) -> Iterator[Any]:
+    tr = AnthropicStreamTranslator(conv, model_id)
+    yield tr.out.created()
+    if "event-stream" not in content_type:
+        yield from _whole_message(tr, json.loads(b"".join(chunks) or b"{}"))
+    else:
+        decoder = SseDecoder()
+        for raw in chunks:
+            for frame in decoder.feed(raw):
+                try:
+                    doc = json.loads(frame.data)
+                except ValueError:
+                    continue
+                out = tr.event(doc) if isinstance(doc, dict) else b""
+                if out:
+                    yield out
+    yield LogNote(usage=tr.usage(), upstream_model=tr.upstream_model, finish_reason=tr.stop_reason)
+    yield tr.finish()
+
+
+def _whole_message(tr: AnthropicStreamTranslator, message: Any) -> Iterator[bytes]:
+    """A non-streamed Messages answer, replayed as stream events."""
+    if not isinstance(message, dict):
+        return
+    tr.event({"type": "message_start", "message": message})
+    for index, block in enumerate(message.get("content") or []):
+        if block.get("type") == "text":
+            yield tr.out.text_delta(block.get("text", ""))
+        elif block.get("type") == "tool_use":
+            tr.blocks[index] = dict(block, partial_json=json.dumps(block.get("input") or {}))
+            yield tr._stop_block(index)
+    tr.event({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")},
+              "usage": message.get("usage") or {}})
+    tr.done = True
