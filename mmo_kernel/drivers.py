@@ -89,6 +89,15 @@ class RouteDriver(Driver):
         """Environment variable names an agent on this route needs."""
         return []
 
+    def model_catalog_entry(self, route: Any, model: Any) -> dict[str, Any] | None:
+        """Codex's ``ModelInfo`` for ``model`` (written to the home's ``model_catalog_json``).
+
+        A slug Codex does not know gets a reduced tool set (no ``apply_patch``);
+        listing it in the catalog restores it. ``None`` means Codex knows the
+        model itself (no catalog is written for it).
+        """
+        return None
+
     def serve_responses(
         self, route: Any, model: Any, body: dict[str, Any], env: Mapping[str, str]
     ) -> Any:
