@@ -170,13 +170,24 @@ def _marked(marker: str) -> list[Any]:
 
 def _describe(proc: Any) -> str:
     try:
-        return f"pid {proc.pid} ({' '.join(proc.cmdline())[:160]})"
+        return f"pid {proc.pid} ({' '.join(' '.join(proc.cmdline()).split())[:160]})"
     except Exception:  # noqa: BLE001 - the process may vanish while we describe it
         return f"pid {proc.pid}"
 
 
+def _gone(proc: Any) -> bool:
+    import psutil
+
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
 def _kill(procs: list[Any]) -> None:
+    """SIGKILL each leftover (its whole group if it leads one) and wait until gone."""
     import signal
+    import time
 
     import psutil
 
@@ -190,7 +201,9 @@ def _kill(procs: list[Any]) -> None:
                 proc.kill()
         except (ProcessLookupError, psutil.Error):
             continue
-    psutil.wait_procs(procs, timeout=3)
+    deadline = time.monotonic() + 5
+    while not all(_gone(p) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @pytest.fixture
