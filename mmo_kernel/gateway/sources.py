@@ -1,7 +1,7 @@
 """Where the gateway reads credentials, settings and catalog entries.
 
-These come from modules other parts of MMO own (``mmo_kernel.credentials``,
-``mmo_kernel.settings``, ``mmo_kernel.catalog.load_catalog``). The gateway
+They come from ``mmo_kernel.credentials``, ``mmo_kernel.settings`` and
+``mmo_kernel.catalog.load_catalog``. The gateway
 reads them per request, caching the catalog by the mtimes of its files, so a
 fragment added to ``catalog.d/`` or a key added to ``credentials.env`` is seen
 without restarting the shared gateway.
@@ -9,7 +9,6 @@ without restarting the shared gateway.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,36 +18,11 @@ from .. import catalog as catalog_module
 from ..catalog import Model, Route
 from ..paths import config_dir
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 0
-
-
 def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """A non-empty environment value wins, else ``credentials.env`` (spec 02)."""
-    try:
-        from ..credentials import credential_value as kernel_value
-    except ImportError:
-        return _credentials_file_value(name, os.environ if environ is None else environ)
-    value = kernel_value(name, environ=environ)
-    return value or None
+    from ..credentials import credential_value as kernel_value
 
-
-def _credentials_file_value(name: str, environ: Mapping[str, str]) -> str | None:
-    if environ.get(name):
-        return environ[name]
-    path = config_dir() / "credentials.env"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        key, sep, value = line.strip().partition("=")
-        if sep and key.strip().removeprefix("export ").strip() == name:
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            return value or None
-    return None
+    return kernel_value(name, environ=environ) or None
 
 
 class CredentialEnv(Mapping[str, str]):
@@ -77,14 +51,11 @@ class CredentialEnv(Mapping[str, str]):
 
 
 def gateway_address() -> tuple[str, int]:
-    """``(gateway_host, gateway_port)`` from settings.toml, defaults otherwise."""
-    try:
-        from ..settings import load_settings
-    except ImportError:
-        return DEFAULT_HOST, DEFAULT_PORT
+    """``(gateway_host, gateway_port)`` from settings.toml (defaults when absent)."""
+    from ..settings import load_settings
+
     settings = load_settings()
-    get = settings.get if isinstance(settings, Mapping) else lambda k, d: getattr(settings, k, d)
-    return str(get("gateway_host", DEFAULT_HOST)), int(get("gateway_port", DEFAULT_PORT))
+    return settings.gateway_host, settings.gateway_port
 
 
 class CatalogView:
@@ -110,10 +81,7 @@ class CatalogView:
         return tuple(stamp)
 
     def _reload(self) -> None:
-        load = getattr(catalog_module, "load_catalog", None)
-        if load is None:
-            raise LookupError("the catalog loader (mmo_kernel.catalog.load_catalog) is not installed")
-        loaded = load()
+        loaded = catalog_module.load_catalog()
         routes = _entries(loaded, "routes")
         models = _entries(loaded, "models")
         self._routes = {rid: r for rid, r in routes.items() if isinstance(r, Route)}

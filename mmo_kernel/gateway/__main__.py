@@ -1,0 +1,58 @@
+"""``python -m mmo_kernel.gateway``: the gateway process that ``ensure_gateway`` starts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+from ..processes import process_start_token
+from ..state import atomic_write_json
+from .process import new_record, read_record, record_path
+from .server import GatewayServer
+
+
+async def _serve(host: str, port: int, prefer_port: int | None) -> None:
+    server = GatewayServer()
+    try:
+        bound = await server.start(host, prefer_port) if prefer_port else None
+    except OSError:
+        bound = None
+    if bound is None:
+        bound = await server.start(host, port)
+    token = process_start_token(os.getpid()) or ""
+    atomic_write_json(record_path(), new_record(os.getpid(), token, bound[0], bound[1]))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    serving = asyncio.create_task(server.serve_forever())
+    await stop.wait()
+    serving.cancel()
+    server.close()
+    record = read_record()
+    if record is not None and record.get("pid") == os.getpid():
+        record_path().unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mmo_kernel.gateway")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--prefer-port", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"mmo gateway: refusing to bind non-loopback host {args.host!r}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(args.host, args.port, args.prefer_port))
+    except OSError as exc:
+        print(f"mmo gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
