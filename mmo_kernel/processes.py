@@ -15,11 +15,11 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Union
+from typing import IO
 
 import psutil
 
-Output = Union[Path, int, IO[bytes], None]
+Output = Path | int | IO[bytes] | None
 """Where a detached child's stdout/stderr go: a file path (appended, ``0600``),
 a descriptor or file object, or ``None`` for ``/dev/null``."""
 

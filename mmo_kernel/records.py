@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -69,12 +69,12 @@ def reject_retired_fields(doc: Mapping[str, Any], retired: Iterable[str], where:
 
 def _apply(validator: Callable[[dict[str, Any]], T] | type[BaseModel],
            doc: dict[str, Any], where: str) -> Any:
-    if isinstance(validator, type) and issubclass(validator, BaseModel):
-        try:
-            return validator.model_validate(doc)
-        except ValidationError as exc:
-            raise RecordError(f"{where}: {format_validation_error(exc)}") from None
-    return validator(doc)
+    if not (isinstance(validator, type) and issubclass(validator, BaseModel)):
+        return cast(Callable[[dict[str, Any]], Any], validator)(doc)
+    try:
+        return validator.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
 
 
 def read_record(

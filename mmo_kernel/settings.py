@@ -28,32 +28,37 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    schema_version: int = Field(MMO_SCHEMA_VERSION, description="Format of this file.")
+    schema_version: int = Field(default=MMO_SCHEMA_VERSION, description="Format of this file.")
     codex_bin: str = Field(
-        "codex",
+        default="codex",
         description="Codex executable: a name on PATH or a path. MMO_CODEX_BIN overrides "
         "it. Resolved and pinned per session when the session is created.",
     )
     auth_link_mode: Literal["shared", "copy"] = Field(
-        "shared",
+        default="shared",
         description='How agent homes get auth.json for codex_builtin routes: "shared" '
         '(symlink to your CODEX_HOME/auth.json) or "copy" (a private 0600 copy).',
     )
-    gateway_host: str = Field("127.0.0.1", description="Address the local model gateway binds.")
-    gateway_port: int = Field(0, ge=0, le=65535, description="Gateway port; 0 picks a free one.")
+    gateway_host: str = Field(
+        default="127.0.0.1", description="Address the local model gateway binds."
+    )
+    gateway_port: int = Field(
+        default=0, ge=0, le=65535, description="Gateway port; 0 picks a free one."
+    )
     app_server_lifecycle_timeout_seconds: int = Field(
-        1200, gt=0,
+        default=1200, gt=0,
         description="Longest wait, in seconds, for one app-server lifecycle step.",
     )
     wall_timeout_seconds: int = Field(
-        3600, gt=0,
+        default=3600, gt=0,
         description="Default wall-clock limit, in seconds, of a non-interactive root run.",
     )
     job_retention_days: int = Field(
-        14, ge=1, description="`mmo clean` removes terminal jobs older than this many days."
+        default=14, ge=1, description="`mmo clean` removes terminal jobs older than this many days."
     )
     session_retention_days: int = Field(
-        30, ge=1, description="`mmo clean` removes terminal sessions older than this many days."
+        default=30, ge=1,
+        description="`mmo clean` removes terminal sessions older than this many days.",
     )
 
     @field_validator("schema_version")
@@ -114,7 +119,8 @@ def default_settings_text() -> str:
     defaults = Settings()
     for key in SETTING_KEYS:
         field = Settings.model_fields[key]
-        lines += ["", f"# {field.description}", f"{key} = {tomlkit.item(getattr(defaults, key)).as_string()}"]
+        value = tomlkit.item(getattr(defaults, key)).as_string()
+        lines += ["", f"# {field.description}", f"{key} = {value}"]
     return "\n".join(lines) + "\n"
 
 
@@ -177,7 +183,7 @@ def set_setting(key: str, value: Any) -> Settings:
 
 
 def configured_codex_bin() -> str:
-    """The Codex executable to use: ``MMO_CODEX_BIN`` if set, else ``settings.toml``'s ``codex_bin``."""
+    """The Codex executable: ``MMO_CODEX_BIN`` if set, else ``settings.toml``'s ``codex_bin``."""
     explicit = os.environ.get(CODEX_BIN_ENV, "")
     return explicit if explicit else load_settings().codex_bin
 

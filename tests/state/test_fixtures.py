@@ -107,7 +107,8 @@ def run_inner(pytester, monkeypatch, name):
     pid_file = pytester.path / "pid"
     monkeypatch.setenv("PID_FILE", str(pid_file))
     pytester.makepyfile(test_inner=INNER)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest", "-k", name)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:xdist",
+                                "-p", "no:hypothesispytest", "-k", name)
     return result, int(pid_file.read_text()) if pid_file.exists() else None
 
 

@@ -178,7 +178,8 @@ def test_a_group_surviving_sigkill_is_reported(monkeypatch):
     monkeypatch.setattr(processes, "_KILL_WAIT_SECONDS", 0.2)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        with pytest.raises(RuntimeError, match=rf"process groups did not terminate: \[{proc.pid}\]"):
+        expected = rf"process groups did not terminate: \[{proc.pid}\]"
+        with pytest.raises(RuntimeError, match=expected):
             terminate_process_groups([proc.pid], grace_seconds=0.1)
         assert process_alive(proc.pid)
     finally:
