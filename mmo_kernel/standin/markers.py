@@ -1,0 +1,121 @@
+"""The ``FAKE_*`` behaviour markers (spec 10), parsed from turn input text.
+
+Markers come from the turn's own input and from the thread's first input.
+Behaviour that models the provider or the process (sleep, provider errors,
+crashes, result shape) is inherited from the first input so automatic goal
+turns behave like the turn that started the work; interactive side effects
+(requests, writes, children, goal events, response ordering) fire only for
+the turn whose own input carries the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_SLEEP = re.compile(r"\bFAKE_SLEEP(?:_SECONDS)?=(\d+(?:\.\d+)?)")
+_WRITE = re.compile(r"FAKE_WRITE[ \t]+(\S+?)::([^\n]*)")
+_TOOL = re.compile(r"FAKE_DYNAMIC_TOOL_CALL[ \t]+([\w.-]+)(?:[ \t]+(\{[^\n]*\}))?")
+
+INHERITED_FLAGS = (
+    "FAKE_PROVIDER_USAGE_LIMIT_ONCE",
+    "FAKE_PROVIDER_USAGE_LIMIT",
+    "FAKE_PROVIDER_BAD_REQUEST",
+    "FAKE_APP_SERVER_CRASH_ONCE",
+    "FAKE_APP_SERVER_CRASH_AFTER_PERSIST_ONCE",
+    "FAKE_APP_SERVER_CRASH_DURING_FINALIZATION_ONCE",
+    "FAKE_INVALID_FIRST_RESULT",
+    "FAKE_EMPTY_RESULT",
+)
+TURN_FLAGS = (
+    "FAKE_REQUEST_USER_INPUT",
+    "FAKE_REQUEST_COMMAND_APPROVAL",
+    "FAKE_GOAL_COMPLETE_BEFORE_TURN",
+    "FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN",
+    "FAKE_NOTIFY_BEFORE_RESPONSE",
+    "FAKE_ORPHAN_CHILD",
+)
+
+
+class FileWrite(BaseModel):
+    path: str
+    content: str
+
+
+class ToolCall(BaseModel):
+    name: str
+    arguments: dict = Field(default_factory=dict)
+
+
+class Markers(BaseModel):
+    """What one turn must do; ``flags`` holds the plain ``FAKE_*`` words."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sleep_seconds: float = 0.0
+    flags: frozenset[str] = frozenset()
+    writes: tuple[FileWrite, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+
+def _flags(text: str, names: tuple[str, ...]) -> set[str]:
+    found = set()
+    for name in names:
+        if re.search(rf"\b{name}\b", text):
+            found.add(name)
+    return found
+
+
+def _arguments(raw: str | None) -> dict:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _sleep(text: str) -> float:
+    values = [float(v) for v in _SLEEP.findall(text)]
+    return max(values) if values else 0.0
+
+
+def parse(turn_text: str, first_input: str = "") -> Markers:
+    """Markers for a turn whose input is ``turn_text`` on a thread that began with ``first_input``."""
+    inherited = first_input if first_input != turn_text else ""
+    flags = _flags(turn_text, INHERITED_FLAGS + TURN_FLAGS) | _flags(inherited, INHERITED_FLAGS)
+    return Markers(
+        sleep_seconds=max(_sleep(turn_text), _sleep(inherited)),
+        flags=frozenset(flags),
+        writes=tuple(FileWrite(path=p, content=c) for p, c in _WRITE.findall(turn_text)),
+        tool_calls=tuple(ToolCall(name=n, arguments=_arguments(a)) for n, a in _TOOL.findall(turn_text)),
+    )
+
+
+_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.S)
+_SCHEMA_KEYS = {"$schema", "type", "properties", "anyOf", "oneOf", "allOf", "$ref", "enum", "const"}
+
+
+def contract_schema_in(text: str) -> dict | None:
+    """The last fenced JSON Schema in a prompt that talks about a schema.
+
+    Lets a ``validated_text`` contract (no ``outputSchema``) still get a
+    conforming answer: the stand-in answers with an instance of it.
+    """
+    if "schema" not in text.lower():
+        return None
+    found = None
+    for block in _FENCE.findall(text):
+        try:
+            value = json.loads(block)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and _SCHEMA_KEYS & value.keys():
+            found = value
+    return found
