@@ -103,9 +103,7 @@ class ScriptRun:
     def _complete(self, step: Step, outcome: Outcome) -> None:
         if outcome.error is not None and not step.tolerant:
             raise StepFailed(step, outcome.error)
-        text = outcome.text
-        if step.kind == "shell" or (step.kind == "write" and outcome.exit_code is not None):
-            text = text[:-1] if text.endswith("\n") else text
+        text = outcome.text[:-1] if outcome.text.endswith("\n") else outcome.text
         value = outcome.model_copy(update={"text": text}).value()
         self.results.add(step.number, step.name, text, value)
         self.done += 1
