@@ -2,8 +2,10 @@
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
+import tomlkit
 
 from mmo_kernel.settings import (
     Settings,
@@ -152,3 +154,12 @@ def test_resolve_codex_binary_returns_an_absolute_executable(mmo_env, tmp_path, 
     monkeypatch.setenv("MMO_CODEX_BIN", str(tmp_path / "missing-codex"))
     with pytest.raises(FileNotFoundError, match="missing-codex"):
         resolve_codex_binary()
+
+
+def test_every_setting_is_documented_with_its_default():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(
+        encoding="utf-8")
+    defaults = Settings()
+    for key in Settings.model_fields:
+        value = tomlkit.item(getattr(defaults, key)).as_string()
+        assert f"| `{key}` |" in docs and f"`{value}`" in docs, key

@@ -1,5 +1,6 @@
 """runtime.lock and lifecycle.lock: real flocks, re-entrant in a thread, symlink-safe."""
 
+import stat
 import subprocess
 import sys
 import threading
@@ -40,6 +41,7 @@ def test_lifecycle_lock_is_created_on_first_use_and_excludes_other_processes(mmo
         assert held == lock_path and lock_path.is_file()
         assert probe(lock_path) == 3
     assert lock_path.is_file()
+    assert stat.S_IMODE(lock_path.stat().st_mode) == 0o600
     assert probe(lock_path) == 0
 
 
