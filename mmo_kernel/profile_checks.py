@@ -21,6 +21,7 @@ from .profile_schema import (
     ProfileDoc,
     agent_guidance_relative_path,
 )
+from .tool_servers import load_tool_servers
 from .toml_input import DOCUMENT_KEY, problem
 
 Add = Callable[[str, str], None]
@@ -62,6 +63,8 @@ def _check_references(doc: ProfileDoc, add: Add) -> None:
 
 def _check_depth(doc: ProfileDoc, add: Add) -> None:
     """An agent may only list can_spawn if its depth leaves room under max_depth."""
+    if doc.root_agent not in doc.agents:
+        return
     depth = {doc.root_agent: 0}
     frontier = [doc.root_agent]
     while frontier:
@@ -148,6 +151,30 @@ def _check_drivers(doc: ProfileDoc, folder: Path, file: Path, add: Add, problems
         _driver("contract_transports", transport, f"{base}.output_contract", add)
 
 
+def _check_tool_servers(doc: ProfileDoc, add: Add) -> None:
+    """Opt-ins name servers declared in ``tool-mcp.d`` and a subset of their tools."""
+    if not any(agent.tool_mcp_servers for agent in doc.agents.values()):
+        return
+    try:
+        servers = load_tool_servers()
+    except ValueError as exc:
+        add("tool_mcp_servers", f"tool-mcp.d cannot be read: {exc}")
+        return
+    for aid, agent in doc.agents.items():
+        for name, opt_in in agent.tool_mcp_servers.items():
+            key = f"agents.{aid}.tool_mcp_servers.{name}"
+            server = servers.get(name)
+            if server is None:
+                if opt_in.required:
+                    add(key, f"no tool MCP server {name!r} is declared in tool-mcp.d "
+                        f"(declared: {', '.join(servers) or 'none'}); declare it or set required = false")
+                continue
+            extra = [t for t in opt_in.enabled_tools or [] if t not in server.enabled_tools]
+            if extra:
+                add(f"{key}.enabled_tools", f"{extra} are not enabled tools of server {name!r} "
+                    f"({server.enabled_tools})")
+
+
 def skill_problems(path: Path) -> list[tuple[str, str]]:
     """``(key, message)`` for a SKILL.md whose front matter is not the team skill's."""
     if not path.is_file():
@@ -196,5 +223,6 @@ def check_profile(doc: ProfileDoc, folder: Path, file: Path, catalog: Catalog) -
     for aid, agent in doc.agents.items():
         _check_model(aid, agent, catalog, add)
     _check_drivers(doc, folder, file, add, problems)
+    _check_tool_servers(doc, add)
     _check_files(doc, folder, add, problems)
     return problems
