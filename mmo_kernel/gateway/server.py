@@ -81,8 +81,8 @@ class GatewayServer:
                 await self._dispatch(request, writer)
                 if not request.keep_alive:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            return  # client went away, or the server is shutting down
         finally:
             writer.close()
 
@@ -246,17 +246,16 @@ class Exchange:
                         await self._fail(GatewayError(502, error_body(
                             "route driver returned an empty stream", "server_error")))
                         return
+                    self._finish(200, tail)  # logged before the client can see the end
                     out.append(http_io.LAST_CHUNK)
                     self.writer.write(b"".join(out))
                     await self.writer.drain()
-                    self._finish(200, tail)
                     return
                 if isinstance(entry, LogNote):
                     self.record.update(entry)
                 elif isinstance(entry, GatewayError):
                     if not started:
                         await self._fail(entry)
-                        self._drain_after_failure(queue)
                         return
                     frame = ResponsesStream(self.record["model"] or "").failed(
                         entry.message, _stream_code(entry.status))
@@ -273,18 +272,15 @@ class Exchange:
                 self.writer.write(b"".join(out))
                 await self.writer.drain()
 
-    def _drain_after_failure(self, queue: asyncio.Queue[Any]) -> None:
-        self._cancelled.set()
-
     def _elapsed(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 3)
 
     async def _fail(self, err: GatewayError) -> None:
+        self.record["error"] = err.message
+        self._finish(err.status, [])
         self.writer.write(http_io.json_response(err.status, err.body, self.request.keep_alive,
                                                 err.headers))
         await self.writer.drain()
-        self.record["error"] = err.message
-        self._finish(err.status, [])
 
     def _finish(self, status: int, tail: list[bytes]) -> None:
         self.record["status"] = status
