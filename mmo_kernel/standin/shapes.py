@@ -56,12 +56,6 @@ def dynamic_tool_call(item_id: str, tool: str, arguments: Any, status: str,
             "success": success, "durationMs": None}
 
 
-def mcp_tool_call(item_id: str, server: str, tool: str, arguments: Any, status: str,
-                  result: dict | None = None, error: str | None = None) -> dict[str, Any]:
-    return {"type": "mcpToolCall", "id": item_id, "server": server, "tool": tool,
-            "arguments": arguments, "status": status, "result": result,
-            "error": {"message": error} if error is not None else None, "durationMs": None}
-
 
 def turn(record: dict[str, Any], *, view: str) -> dict[str, Any]:
     """A Turn; ``view`` is ``full`` (read/resume), ``summary`` (completed) or ``notLoaded``."""
