@@ -128,9 +128,12 @@ def _strip(node: Any, defs: dict[str, Any]) -> Any:
     branches = node.get("anyOf")
     if isinstance(branches, list):
         kept = [b for b in branches if b != {"type": "null"}]
+        merged = {k: v for k, v in node.items() if k != "anyOf"}
         if len(kept) == 1:
-            merged = {k: v for k, v in node.items() if k != "anyOf"}
             merged.update(kept[0])
+            node = merged
+        elif all(set(b) == {"type"} and isinstance(b["type"], str) for b in kept):
+            merged["type"] = [b["type"] for b in kept]
             node = merged
     out = {}
     for key, value in node.items():
