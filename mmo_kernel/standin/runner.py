@@ -14,7 +14,6 @@ from . import effects, goals, markers, shapes
 from .markers import Markers
 from .protocol import now_s, uuid7
 from .threads import ActiveTurn, ThreadState
-from mmo_kernel.schema_instance import SchemaInstanceError, instance_for_schema, invalid_instance_for_schema
 
 USAGE_RESET = "2026-08-22 05:24:28"
 USAGE_LIMIT_MESSAGE = (
@@ -91,6 +90,9 @@ def _result_text(server, thread: ThreadState, record: dict, m: Markers, notes: l
     if schema is None:
         text = "FAKE_CODEX_INVALID_RESULT" if invalid else "FAKE_CODEX_OK"
         return " ".join([text] + notes)
+    # imported here: jsonschema is only worth its start-up cost for schema-bound turns
+    from mmo_kernel.schema_instance import SchemaInstanceError, instance_for_schema, invalid_instance_for_schema
+
     try:
         value = invalid_instance_for_schema(schema) if invalid else instance_for_schema(schema)
     except SchemaInstanceError as exc:
