@@ -50,6 +50,7 @@ class HomeRecord(StrictRecord):
     direct_header_envs: list[str] = Field(default_factory=list)
     tool_mcp_envs: list[str] = Field(default_factory=list)
     tool_mcp_http_envs: list[str] = Field(default_factory=list)
+    route_envs: list[str] = Field(default_factory=list)
 
 
 class RouteAvailability(StrictRecord):
