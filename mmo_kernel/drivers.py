@@ -81,8 +81,13 @@ class RouteDriver(Driver):
         """``{"available": bool, "reason"?: str}`` for one session's environment."""
         raise self.not_available("availability")
 
-    def provider_config(self, route: Any, model: Any, gateway_url: str) -> dict[str, Any]:
-        """The Codex ``config.toml`` keys that select this model (names of env vars only)."""
+    def provider_config(self, route: Any, model: Any, gateway_url: str,
+                        fault: str | None = None) -> dict[str, Any]:
+        """The Codex ``config.toml`` keys that select this model (names of env vars only).
+
+        ``fault`` is a typed route fault injected for this session (spec 03); the
+        driver routes the agent so that every model call fails that way.
+        """
         raise self.not_available("provider_config")
 
     def env_names(self, route: Any) -> list[str]:

@@ -42,6 +42,7 @@ class HomeContext:
     lifecycle_timeout_seconds: float = 1200
     tool_servers: dict[str, Any] = field(default_factory=dict)
     native_tokens: dict[str, dict[str, str]] = field(default_factory=dict)
+    route_faults: dict[str, str] = field(default_factory=dict)
 
 
 def sha256_file(path: Path) -> str:
@@ -95,7 +96,8 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     route = routes[model.route]
     driver = get_driver("route_drivers", route.driver)
     config: dict[str, Any] = {}
-    provider = driver.provider_config(route, model, ctx.gateway_url)
+    fault = ctx.route_faults.get(route.id)
+    provider = driver.provider_config(route, model, ctx.gateway_url, fault=fault)
     config.update({k: v for k, v in provider.items() if k != "model_providers"})
     if model.has_reasoning and spec.reasoning:
         config["model_reasoning_effort"] = spec.reasoning
