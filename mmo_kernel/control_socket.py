@@ -173,8 +173,8 @@ def send_control_request(socket_path: Path | str, request: dict[str, Any],
         try:
             conn.connect(os.fspath(path))
             conn.sendall(payload)
-        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError,
-                BrokenPipeError, socket.timeout) as exc:
+        except (TimeoutError, FileNotFoundError, ConnectionRefusedError,
+                ConnectionResetError, BrokenPipeError) as exc:
             raise ControlNotDelivered(
                 f"control request {action!r} was not delivered: no host is listening on "
                 f"{path} ({exc.__class__.__name__})"
@@ -255,7 +255,7 @@ class ControlServer:
         self._stopping = threading.Event()
 
     def start(self, *, replace_live: bool = False) -> ControlServer:
-        """Bind and serve. A stale socket file is replaced; a live server only if ``replace_live``."""
+        """Bind and serve; replaces a stale socket file, a live server only if ``replace_live``."""
         if self._sock is not None:
             raise RuntimeError(f"control server on {self.path} is already started")
         with _path_lock(self.path):

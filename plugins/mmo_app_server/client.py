@@ -18,13 +18,16 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
 from pydantic import ValidationError
 
 from mmo_kernel import package_version
@@ -49,6 +52,7 @@ log = logging.getLogger("mmo.app_server")
 CLIENT_NAME = "mmo"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_GRACE_SECONDS = 2.0
+_KILL_WAIT_SECONDS = 2.0
 
 # JSON-RPC error codes the client uses when it answers a server request itself.
 METHOD_NOT_HANDLED = -32601
@@ -206,7 +210,7 @@ class AppServerClient:
     def initialize(self, *, version: str | None = None, experimental_api: bool = False,
                    opt_out_notifications: Sequence[str] = (),
                    timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-        """The handshake: ``initialize`` as client ``mmo``, then the ``initialized`` notification."""
+        """The handshake: ``initialize`` as client ``mmo``, then ``initialized``."""
         params: dict[str, Any] = {
             "clientInfo": {"name": CLIENT_NAME, "title": "MMO",
                            "version": version or package_version()},
@@ -367,6 +371,8 @@ class AppServerClient:
     def close(self, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
         """Retire the whole process group (SIGTERM, grace, SIGKILL) and reap the server.
 
+        Descendants that left the group (their own session) are killed too.
+
         Idempotent. Raises ``RuntimeError`` (``process groups did not
         terminate``) only if something in the group survives SIGKILL.
         """
@@ -378,8 +384,10 @@ class AppServerClient:
                 self._popen.stdin.close()
         except OSError:
             pass
+        strays = _descendants(self.pid)
         try:
             terminate_process_groups([self.pgid], grace_seconds)
+            _kill_strays(strays)
         finally:
             self._popen.wait()
             if threading.current_thread() is not self._reader:
@@ -395,12 +403,47 @@ class AppServerClient:
         self.close()
 
 
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _kill_strays(strays: list[psutil.Process]) -> None:
+    """Kill descendants that escaped the group (Codex runs some commands in new sessions)."""
+    own_group = os.getpgrp()
+    for proc in strays:
+        try:
+            if not _running(proc):
+                continue  # is_running() also notices a recycled pid
+            pgid = os.getpgid(proc.pid)
+            if pgid == proc.pid and pgid != own_group:
+                os.killpg(pgid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, psutil.Error):
+            continue
+    deadline = time.monotonic() + _KILL_WAIT_SECONDS
+    while any(_running(proc) for proc in strays) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait long for init to reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _result_of(method: str, response: dict[str, Any]) -> Any:
     if "error" in response:
         try:
             error = RpcError.model_validate(response["error"])
         except ValidationError:
-            raise AppServerError(method, -32603, f"malformed error: {response['error']!r}") from None
+            malformed = f"malformed error: {response['error']!r}"
+            raise AppServerError(method, -32603, malformed) from None
         raise AppServerError(method, error.code, error.message, error.data)
     return response.get("result")
 

@@ -9,7 +9,7 @@ nothing about who asked: a line with ``method`` is the server speaking
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -19,7 +19,7 @@ from mmo_kernel.audit import utc_timestamp
 RequestId = int | str
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What an incoming message is, decided by the presence of ``method`` and ``id``."""
 
     SERVER_REQUEST = "server_request"

@@ -102,7 +102,7 @@ class AppServerSession:
     # ------------------------------------------------------------ turns --
 
     def start_turn(self, thread_id: str, items: InputItems, **overrides: Any) -> dict[str, Any]:
-        """``turn/start``; ``overrides`` are protocol fields (``model``, ``effort``, ``outputSchema``...).
+        """``turn/start``; ``overrides`` are protocol fields (``model``, ``outputSchema``, ...).
 
         Returns the ``turn`` (``id``, ``status``). On a thread with an active
         turn Codex joins the input to it and returns that same turn.

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 
@@ -88,10 +89,13 @@ def handle(message: dict[str, Any]) -> None:
     elif method == "peer/die":
         os._exit(int(params.get("status", 3)))
     elif method == "peer/orphan":
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-        send({"id": rid, "result": {"orphan_pid": child.pid}})
+        sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+        child = subprocess.Popen(sleeper)
+        escaped = subprocess.Popen(sleeper, start_new_session=True)  # as Codex runs commands
+        send({"id": rid, "result": {"orphan_pid": child.pid, "escaped_pid": escaped.pid}})
     elif method == "peer/ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        STUBBORN.append(True)  # and outlive stdin's EOF too: only SIGKILL ends it
         send({"id": rid, "result": {"ignoring": True}})
     elif method == "turn/start":
         turn_id = params.get("turnIdForTest", "turn-1")
@@ -102,10 +106,15 @@ def handle(message: dict[str, Any]) -> None:
         send({"id": rid, "error": {"code": -32600, "message": f"unknown method {method}"}})
 
 
+STUBBORN: list[bool] = []
+
+
 def main() -> None:
     while True:
         message = read()
         if message is None:
+            if STUBBORN:
+                time.sleep(120)
             return
         handle(message)
 
