@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``scripted``: The offline deterministic model ``local_scripted`` served by the gateway."""
+"""MMO built-in plugin ``scripted``: the offline deterministic model ``local_scripted``.
+
+The gateway serves it on route ``local_scripted``; see docs/scripted-model.md.
+"""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ class Conversation:
         """
         found = []
         for index, item in enumerate(self.items):
-            if item.get("type", "message") == "message" and item.get("role") in ("user", "developer"):
+            is_message = item.get("type", "message") == "message"
+            if is_message and item.get("role") in ("user", "developer"):
                 found.append((index, content_text(item.get("content"))))
             elif _is_goal_objective(item):
                 found.append((index, content_text(item.get("output"))))

@@ -46,20 +46,30 @@ class ScriptedRoute(RouteDriver):
         """Always available: no credential and no network are involved."""
         return {"available": True}
 
-    def provider_config(self, route: Any, model: Any, gateway_url: str) -> dict[str, Any]:
-        """Codex config keys selecting ``model`` through the gateway (no secrets, no env)."""
+    def provider_config(self, route: Any, model: Any, gateway_url: str,
+                        fault: str | None = None) -> dict[str, Any]:
+        """Codex config keys selecting ``model`` through the gateway (no secrets, no env).
+
+        An injected ``fault`` rides as a header the gateway answers itself.
+        """
+        from mmo_kernel.gateway.faults import fault_headers
+
         base = gateway_url.rstrip("/")
-        return {
-            "model": model.id,
-            "model_provider": route.id,
-            "model_providers": {
-                route.id: {
-                    "name": route.name,
-                    "base_url": f"{base}/routes/{route.id}/v1",
-                    "wire_api": "responses",
-                }
-            },
+        provider: dict[str, Any] = {
+            "name": route.name,
+            "base_url": f"{base}/routes/{route.id}/v1",
+            "wire_api": "responses",
         }
+        if fault is not None:
+            provider["http_headers"] = fault_headers(fault)
+        return {"model": model.id, "model_provider": route.id,
+                "model_providers": {route.id: provider}}
+
+    def model_catalog_entry(self, route: Any, model: Any) -> dict[str, Any]:
+        """Listing the scripted slug gives it Codex's full tool set (``apply_patch``)."""
+        from .codex_catalog import codex_model_info
+
+        return codex_model_info(model)
 
     def env_names(self, route: Any) -> list[str]:
         return []

@@ -90,7 +90,8 @@ def active_script(conv: Conversation) -> tuple[int, str] | None:
 
 def _unscripted(conv: Conversation) -> OutputItem:
     goal = conv.goal_objective()
-    if goal is not None and conv.offered.has_function(UPDATE_GOAL) and not _goal_updated(conv, goal[0]):
+    goal_mode = goal is not None and conv.offered.has_function(UPDATE_GOAL)
+    if goal_mode and not _goal_updated(conv, goal[0]):  # type: ignore[index]
         return FunctionCall(
             name=UPDATE_GOAL,
             arguments='{"status":"complete"}',

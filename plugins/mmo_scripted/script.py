@@ -198,11 +198,14 @@ def _line_step(number: int, line: str, heredoc: str | None, source: str) -> Step
         tolerant, line = True, line[4:].lstrip()
     verb, _, rest = line.partition(" ")
     rest = rest.strip()
-    common = {"number": number, "name": name, "tolerant": tolerant, "source": source}
+    common: dict[str, Any] = {
+        "number": number, "name": name, "tolerant": tolerant, "source": source
+    }
     if verb == "shell":
         return Step(kind="shell", text=_one_of(rest, heredoc, "a command"), **common)
     if verb == "say":
-        return Step(kind="say", text=_one_of(rest, heredoc, "a message", allow_empty=True), **common)
+        text = _one_of(rest, heredoc, "a message", allow_empty=True)
+        return Step(kind="say", text=text, **common)
     if verb == "patch":
         return Step(kind="patch", text=_one_of(rest, heredoc, "a patch"), **common)
     if verb == "write":
@@ -249,7 +252,9 @@ def _json_object(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ScriptError(f"arguments are not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ScriptError(
+            f"arguments are not valid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
     if not isinstance(value, dict):
         raise ScriptError("arguments must be a JSON object")
     return value
@@ -292,7 +297,7 @@ def _short_validation(exc: ValidationError) -> str:
 def _json_step(number: int, entry: Any) -> Step:
     js = JsonStep.model_validate(entry)
     verb = js.verb()
-    common = {
+    common: dict[str, Any] = {
         "number": number,
         "name": js.name,
         "tolerant": js.try_,
@@ -316,4 +321,4 @@ def _json_step(number: int, entry: Any) -> Step:
     text = getattr(js, verb)
     if not text and verb != "say":
         raise ScriptError(f"{verb} needs a value")
-    return Step(kind=verb, text=text, **common)
+    return Step.model_validate({"kind": verb, "text": text, **common})

@@ -15,7 +15,7 @@ from typing import Any
 from .conversation import Conversation, ToolCall
 from .final_text import final_message
 from .placeholders import PlaceholderError, Results, substitute_json, substitute_text
-from .reply import CustomToolCall, FunctionCall, Message, OutputItem
+from .reply import CustomToolCall, FunctionCall, OutputItem
 from .script import Step
 from .tool_outputs import (
     Outcome,

@@ -23,7 +23,8 @@ def answer(message: dict) -> dict:
         return {"tools": TOOLS}
     if method == "tools/call":
         value = {"job_id": "job-" + message["params"]["arguments"]["text"], "echo": True}
-        return {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value}
+        return {"content": [{"type": "text", "text": json.dumps(value)}],
+                "structuredContent": value}
     return {}
 
 

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mmo_scripted.codex_catalog import codex_model_catalog
+from mmo_scripted.driver import ScriptedRoute
 from support.real_codex import AppServer, TurnResult, run_turn, write_config
 
 from mmo_kernel.gateway.server import GatewayServer, GatewayThread
 from mmo_kernel.gateway.sources import CatalogView
-from mmo_scripted.codex_catalog import codex_model_catalog
-from mmo_scripted.driver import ScriptedRoute
 
 ROUTE_ID = "local_scripted"
 MODEL_ID = "local_scripted__scripted"

@@ -6,14 +6,14 @@ import json
 
 import pytest
 import tomlkit
+from mmo_scripted.codex_catalog import codex_model_catalog
+from mmo_scripted.driver import ScriptedRoute
+from scripted.transcript import recorded_body
 
 from mmo_kernel.catalog import Model, Route
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.gateway.errors import GatewayError
 from mmo_kernel.plugins import get_driver
-from mmo_scripted.codex_catalog import codex_model_catalog
-from mmo_scripted.driver import ScriptedRoute
-from scripted.transcript import recorded_body
 
 ROUTE = {"id": "local_scripted", "name": "Local scripted", "driver": "scripted",
          "api_operator": "mmo", "access_product": "local", "billing_mode": "none"}

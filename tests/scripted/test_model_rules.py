@@ -7,7 +7,8 @@ import math
 import subprocess
 
 import jsonschema
-
+from mmo_scripted.model import decide
+from mmo_scripted.reply import Message
 from scripted.transcript import (
     Transcript,
     exec_output,
@@ -20,12 +21,10 @@ from scripted.transcript import (
     without_tools,
 )
 
-from mmo_scripted.model import decide
-from mmo_scripted.reply import Message
-
 SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}},
+    "properties": {"summary": {"type": "string"},
+                   "files": {"type": "array", "items": {"type": "string"}},
                    "ok": {"type": "boolean"}},
     "required": ["summary", "files", "ok"],
     "additionalProperties": False,
@@ -42,7 +41,8 @@ def test_plain_request_gets_a_deterministic_summary_reply():
 def test_usage_is_characters_over_four():
     body = recorded_body("plain_first")
     reply = decide(body)
-    chars = len(json.dumps(body["input"], ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+    compact = json.dumps(body["input"], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    chars = len(compact)
     assert reply.usage.input_tokens == math.ceil(chars / 4)
     assert reply.usage.output_tokens == math.ceil(len("local_scripted reply to: say hi") / 4)
 
@@ -84,7 +84,8 @@ def test_a_root_script_runs_step_by_step_with_substitution():
     assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "complete"})
     t.answer('{"goal": {"status": "complete"}}')
     assert t.message() == "spawned job-1 after Success. Updated the following files:\nA out/42.txt"
-    call_ids = [i["call_id"] for i in t.body["input"] if i["type"] in ("function_call", "custom_tool_call")]
+    calls = ("function_call", "custom_tool_call")
+    call_ids = [i["call_id"] for i in t.body["input"] if i["type"] in calls]
     assert call_ids == ["call_mmo_1", "call_mmo_2", "call_mmo_3", "call_mmo_4"]
 
 
@@ -98,7 +99,8 @@ def test_whole_placeholder_passes_a_list_to_an_mcp_tool():
 def test_write_without_apply_patch_is_a_shell_heredoc_that_writes_exactly(tmp_path):
     tools = without_tools(recorded_body("tool_round")["tools"], "apply_patch")
     content = "line one\nMMO_EOF\n  $HOME `not run`\n"
-    t = Transcript(script("write dir/sub/f.txt <<X", *content.rstrip("\n").split("\n"), "X"), tools=tools)
+    lines = content.rstrip("\n").split("\n")
+    t = Transcript(script("write dir/sub/f.txt <<X", *lines, "X"), tools=tools)
     command = json.loads(t.call().arguments)["cmd"]
     subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
     assert (tmp_path / "dir/sub/f.txt").read_text() == content
@@ -108,7 +110,9 @@ def test_a_failing_command_stops_the_script_and_reports_the_step():
     t = Transcript(script("shell false", "say never"))
     t.call()
     t.answer(exec_output("boom\n", code=1))
-    assert t.message() == "mmo-script stopped at step 1 (`shell false`): command exited with code 1: boom"
+    assert t.message() == (
+        "mmo-script stopped at step 1 (`shell false`): command exited with code 1: boom"
+    )
     t.user("<codex_internal_context source=\"goal\">Continue</codex_internal_context>")
     assert t.message().startswith("mmo-script stopped at step 1")
 
@@ -125,8 +129,8 @@ def test_mcp_tool_error_stops_with_the_head_of_the_error():
     t.body["tools"] = [{"type": "namespace", "name": "mcp__echo", "description": "",
                         "tools": [{"type": "function", "name": "rpc", "parameters": {}}]}]
     t.call()
-    t.answer(mcp_texts("tool call error: tool call failed for `echo/rpc`\n\nCaused by:\n    boom\n\n"
-                       "Stack backtrace:\n   0: <unknown>"))
+    t.answer(mcp_texts("tool call error: tool call failed for `echo/rpc`\n\n"
+                       "Caused by:\n    boom\n\nStack backtrace:\n   0: <unknown>"))
     text = t.message()
     assert text.startswith("mmo-script stopped at step 1 (`mcp echo.rpc {}`): tool call error:")
     assert "Caused by:" in text and "Stack backtrace" not in text
@@ -139,7 +143,8 @@ def test_a_tool_codex_did_not_offer_is_reported_not_called():
                            "(MCP servers offered: echo)")
     t2 = Transcript(script("mcp echo.nope {}"))
     assert t2.message().endswith("MCP server 'echo' has no tool 'nope' (tools: echo, fail)")
-    t3 = Transcript(script("patch <<P", "*** Begin Patch", "*** Delete File: a", "*** End Patch", "P"),
+    patch = ("patch <<P", "*** Begin Patch", "*** Delete File: a", "*** End Patch", "P")
+    t3 = Transcript(script(*patch),
                     tools=without_tools(recorded_body("tool_round")["tools"], "apply_patch"))
     assert "Codex did not offer the freeform tool 'apply_patch'" in t3.message()
 

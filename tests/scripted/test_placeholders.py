@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mmo_scripted.placeholders import PlaceholderError, Results, substitute_json, substitute_text
 
 

@@ -12,7 +12,6 @@ import subprocess
 
 import jsonschema
 import pytest
-
 from scripted.real_codex_harness import ScriptedCodex
 from support.real_codex import codex_binary
 
@@ -113,7 +112,9 @@ def test_a_failing_step_stops_the_script_visibly(tmp_path):
         result = agent.turn(script("shell exit 4", "write never.txt <<EOF", "x", "EOF"))
         never = (agent.cwd / "never.txt").exists()
     assert result.status == "completed", result.error
-    assert result.agent_text() == "mmo-script stopped at step 1 (`shell exit 4`): command exited with code 4: "
+    assert result.agent_text() == (
+        "mmo-script stopped at step 1 (`shell exit 4`): command exited with code 4: "
+    )
     assert not never
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from mmo_scripted.script import ScriptError, find_scripts, parse_script
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from scripted.transcript import recorded
-
 from mmo_scripted.conversation import Conversation, ResponsesRequest
 from mmo_scripted.tool_outputs import exec_outcome, function_outcome, mcp_outcome, patch_outcome
+from scripted.transcript import recorded
 
 
 def recorded_outputs(name: str) -> dict[str, object]:

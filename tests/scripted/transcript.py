@@ -41,14 +41,16 @@ def exec_output(stdout: str, code: int = 0) -> str:
 
 def running_output(session_id: int, stdout: str = "") -> str:
     return (
-        f"Chunk ID: 4d5e6f\nWall time: 0.3020 seconds\nProcess running with session ID {session_id}\n"
+        f"Chunk ID: 4d5e6f\nWall time: 0.3020 seconds\n"
+        f"Process running with session ID {session_id}\n"
         f"Original token count: 0\nOutput:\n{stdout}"
     )
 
 
 def patch_ok(paths: list[str]) -> str:
     listing = "".join(f"A {p}\n" for p in paths)
-    return f"Exit code: 0\nWall time: 0.1 seconds\nOutput:\nSuccess. Updated the following files:\n{listing}"
+    return ("Exit code: 0\nWall time: 0.1 seconds\nOutput:\n"
+            f"Success. Updated the following files:\n{listing}")
 
 
 def mcp_json(value: Any) -> str:
@@ -108,7 +110,8 @@ class Transcript:
     def answer(self, output: Any) -> None:
         """Codex's output for the last call."""
         last = self.body["input"][-1]
-        kind = "custom_tool_call_output" if last["type"] == "custom_tool_call" else "function_call_output"
+        custom = last["type"] == "custom_tool_call"
+        kind = "custom_tool_call_output" if custom else "function_call_output"
         self.body["input"].append({"type": kind, "call_id": last["call_id"], "output": output})
 
     def call(self) -> FunctionCall:
