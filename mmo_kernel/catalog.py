@@ -196,6 +196,10 @@ class Catalog:
         except KeyError:
             raise ValueError(f"unknown model {key!r} (not in the catalog; see `mmo catalog models`)") from None
 
+    def route_of(self, model_key: str) -> Route:
+        """The route a model key is served through."""
+        return self.route(self.model(model_key).route)
+
     def models_of(self, route_id: str) -> list[Model]:
         return [m for key, m in sorted(self.models.items()) if m.route == route_id]
 
