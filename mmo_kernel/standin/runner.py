@@ -20,6 +20,8 @@ USAGE_LIMIT_MESSAGE = (
     "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), "
     f"or try again at {USAGE_RESET}."
 )
+GOAL_EVENT_LEAD = 0.2
+"""Seconds between a ``*_BEFORE_TURN`` goal event and the end of its turn."""
 BAD_REQUEST_MESSAGE = (
     'unexpected status 400 Bad Request: {"error":{"message":"FAKE_PROVIDER_BAD_REQUEST: the provider '
     'rejected the request as invalid","type":"invalid_request_error"}}'
@@ -156,13 +158,14 @@ async def _run(server, thread: ThreadState, active: ActiveTurn, entries: list[di
         m = Markers()
     if m.has("FAKE_APP_SERVER_CRASH_ONCE") and server.side.once(thread.id, "FAKE_APP_SERVER_CRASH_ONCE"):
         hard_exit()
-    for flag, status in (("FAKE_GOAL_COMPLETE_BEFORE_TURN", "complete"),
-                         ("FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN", "budgetLimited")):
-        if m.has(flag):
-            _emit_goal(server, thread, turn_id, goals.change_status(server, thread, status))
     await _sleep(active, m.sleep_seconds)
     if active.interrupted:
         raise effects.TurnCancelled()
+    for flag, status in (("FAKE_GOAL_COMPLETE_BEFORE_TURN", "complete"),
+                         ("FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN", "budgetLimited")):
+        if m.has(flag):  # the goal changes first; the turn ends a moment later
+            _emit_goal(server, thread, turn_id, goals.change_status(server, thread, status))
+            await _sleep(active, GOAL_EVENT_LEAD)
     notes = await _effects(server, thread, active, m)
     if m.has("FAKE_PROVIDER_USAGE_LIMIT") or (
         m.has("FAKE_PROVIDER_USAGE_LIMIT_ONCE") and server.side.once(thread.id, "FAKE_PROVIDER_USAGE_LIMIT_ONCE")

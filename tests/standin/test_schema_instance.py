@@ -112,7 +112,7 @@ def _compound(children):
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.recursive(_leaf, _compound, max_leaves=12))
 def test_generated_schemas_get_valid_and_invalid_instances(schema):
     value = instance_for_schema(schema)
