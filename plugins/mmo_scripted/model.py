@@ -90,8 +90,7 @@ def active_script(conv: Conversation) -> tuple[int, str] | None:
 
 def _unscripted(conv: Conversation) -> OutputItem:
     goal = conv.goal_objective()
-    goal_mode = goal is not None and conv.offered.has_function(UPDATE_GOAL)
-    if goal_mode and not _goal_updated(conv, goal[0]):  # type: ignore[index]
+    if goal is not None and _goal_pending(conv, goal[0]):
         return FunctionCall(
             name=UPDATE_GOAL,
             arguments='{"status":"complete"}',
@@ -101,8 +100,11 @@ def _unscripted(conv: Conversation) -> OutputItem:
     return final_message(conv, f"{UNSCRIPTED_PREFIX} {summarize(request)}")
 
 
-def _goal_updated(conv: Conversation, objective_index: int) -> bool:
-    return any(c.name == UPDATE_GOAL and c.index > objective_index for c in conv.calls)
+def _goal_pending(conv: Conversation, objective_index: int) -> bool:
+    """Goal mode, and ``update_goal`` not yet called since the objective arrived."""
+    if not conv.offered.has_function(UPDATE_GOAL):
+        return False
+    return not any(c.name == UPDATE_GOAL and c.index > objective_index for c in conv.calls)
 
 
 def summarize(text: str) -> str:

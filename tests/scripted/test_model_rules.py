@@ -222,3 +222,19 @@ def test_goal_mode_without_script_completes_the_goal_then_answers():
     assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "complete"})
     t.answer('{"goal": {"status": "complete"}}')
     assert t.message() == "local_scripted reply to: Make the thing work"
+
+
+def test_an_unclosed_fence_only_matters_in_the_latest_message():
+    t = Transcript("```mmo-script\nsay never closed\n")
+    assert t.message() == (
+        "mmo-script error: unclosed ```mmo-script block: add a line with only ```"
+    )
+    t.user(script("say fine now"))
+    assert t.message() == "fine now"
+
+
+def test_goal_objective_without_update_goal_offered_just_answers():
+    tools = without_tools(recorded_body("goal_round")["tools"], "update_goal")
+    t = Transcript("", base="goal_round", tools=tools)
+    t.body["input"] = recorded_body("goal_round")["input"][:5]
+    assert t.message() == "local_scripted reply to: Make the thing work"
