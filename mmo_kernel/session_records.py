@@ -18,7 +18,7 @@ from pydantic import Field
 
 from . import package_version
 from .errors import RecordError
-from .paths import state_dir
+from .paths import ensure_private_dir, state_dir
 from .records import StrictRecord, read_record
 from .state import MMO_SCHEMA_VERSION, atomic_write_json, ensure_state_layout, safe_path
 
@@ -230,8 +230,8 @@ def read_run_record(session_id: str, run_id: str) -> dict[str, Any]:
 def write_run_record(record: dict[str, Any]) -> dict[str, Any]:
     record = {**record, "schema_version": MMO_SCHEMA_VERSION, "package_version": package_version()}
     _check_run(record)
-    run_dir = session_file(record["session_id"], "runs", record["run_id"])
-    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_dir(session_file(record["session_id"], "runs"))
+    ensure_private_dir(session_file(record["session_id"], "runs", record["run_id"]))
     atomic_write_json(session_file(record["session_id"], "runs", record["run_id"], "run.json"),
                       record)
     return record
