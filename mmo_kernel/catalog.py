@@ -28,6 +28,10 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
+def _text_only() -> list[Modality]:
+    return ["text"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -57,9 +61,9 @@ class Route(_Strict):
     billing_mode: Literal["api", "subscription", "none"] = "api"
     base_url: str | None = None
     credential_env: str | None = None
-    transport_modalities: list[Modality] = Field(default_factory=lambda: ["text"])
+    transport_modalities: list[Modality] = Field(default_factory=_text_only)
     preserves_tool_media: bool = False
-    tool_result_modalities: list[Modality] = Field(default_factory=lambda: ["text"])
+    tool_result_modalities: list[Modality] = Field(default_factory=_text_only)
     env_http_headers: dict[str, str] = Field(default_factory=dict)
     default_model: str | None = None
     """Model key a binding to this route id selects when the route has several models."""
@@ -118,7 +122,7 @@ class Model(_Strict):
     upstream_id: str
     maker: str
     display_name: str | None = None
-    modalities: list[Modality] = Field(default_factory=lambda: ["text"])
+    modalities: list[Modality] = Field(default_factory=_text_only)
     reasoning_levels: list[str] = Field(default_factory=list)
     default_reasoning: str | None = None
     context_window: int | None = Field(default=None, gt=0)
@@ -154,7 +158,7 @@ class Model(_Strict):
     @model_validator(mode="after")
     def _key_and_default(self) -> Model:
         prefix = f"{self.route}__"
-        if not self.id.startswith(prefix) or not MODEL_SLUG_RE.match(self.id[len(prefix):]):
+        if not self.id.startswith(prefix) or not MODEL_SLUG_RE.match(self.id[len(prefix) :]):
             raise ValueError(
                 f"model key {self.id!r} must be '<route>__<slug>' of its own route "
                 f"(e.g. {prefix}my_model)"
@@ -165,7 +169,9 @@ class Model(_Strict):
                 f"{self.reasoning_levels}"
             )
         if not self.reasoning_levels and self.default_reasoning is not None:
-            raise ValueError("default_reasoning is set but reasoning_levels is empty (reasoning none)")
+            raise ValueError(
+                "default_reasoning is set but reasoning_levels is empty (reasoning none)"
+            )
         return self
 
 
@@ -194,7 +200,9 @@ class Catalog:
         try:
             return self.models[key]
         except KeyError:
-            raise ValueError(f"unknown model {key!r} (not in the catalog; see `mmo catalog models`)") from None
+            raise ValueError(
+                f"unknown model {key!r} (not in the catalog; see `mmo catalog models`)"
+            ) from None
 
     def route_of(self, model_key: str) -> Route:
         """The route a model key is served through."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from . import paths
 from .catalog import ROUTE_FIELDS, Catalog, Model, Route
+from .drivers import RouteDriver
 from .errors import UnknownDriverError
 from .plugins import get_driver
 from .toml_input import (
@@ -76,7 +77,9 @@ class _Merge:
         for key in data:
             if key not in TOP_LEVEL_KEYS:
                 self.problems.append(
-                    problem(file, key, f"unknown key (a catalog file has {', '.join(TOP_LEVEL_KEYS)})")
+                    problem(
+                        file, key, f"unknown key (a catalog file has {', '.join(TOP_LEVEL_KEYS)})"
+                    )
                 )
         for route_id, table in self._tables(data, "routes", file).items():
             self._add_route(route_id, table, file)
@@ -100,11 +103,14 @@ class _Merge:
         where = f"routes.{route_id}"
         for reserved in ("id", "options"):
             if reserved in table:
-                self.problems.append(problem(
-                    file, f"{where}.{reserved}",
-                    "unknown key (the id is the table name; driver options are written "
-                    "directly in the route table)",
-                ))
+                self.problems.append(
+                    problem(
+                        file,
+                        f"{where}.{reserved}",
+                        "unknown key (the id is the table name; driver options are written "
+                        "directly in the route table)",
+                    )
+                )
                 return
         common = {k: v for k, v in table.items() if k in ROUTE_FIELDS}
         options = {k: v for k, v in table.items() if k not in ROUTE_FIELDS}
@@ -119,7 +125,9 @@ class _Merge:
     def _add_model(self, key: str, table: dict[str, Any], file: Path) -> None:
         where = f"models.{key}"
         if "id" in table:
-            self.problems.append(problem(file, f"{where}.id", "unknown key (the id is the table name)"))
+            self.problems.append(
+                problem(file, f"{where}.id", "unknown key (the id is the table name)")
+            )
             return
         try:
             model = Model.model_validate({"id": key, **table})
@@ -136,25 +144,35 @@ def _cross_check(merge: _Merge) -> None:
         file = merge.sources[f"models.{key}"]
         route = merge.routes.get(model.route)
         if route is None:
-            merge.problems.append(problem(
-                file, f"models.{key}.route",
-                f"unknown route {model.route!r}; known routes: {', '.join(sorted(merge.routes))}",
-            ))
+            merge.problems.append(
+                problem(
+                    file,
+                    f"models.{key}.route",
+                    f"unknown route {model.route!r}; "
+                    f"known routes: {', '.join(sorted(merge.routes))}",
+                )
+            )
             continue
         extra = sorted(set(model.modalities) - set(route.transport_modalities))
         if extra:
-            merge.problems.append(problem(
-                file, f"models.{key}.modalities",
-                f"{extra} not carried by route {route.id!r} (transport_modalities "
-                f"{route.transport_modalities})",
-            ))
+            merge.problems.append(
+                problem(
+                    file,
+                    f"models.{key}.modalities",
+                    f"{extra} not carried by route {route.id!r} (transport_modalities "
+                    f"{route.transport_modalities})",
+                )
+            )
     for route_id, route in merge.routes.items():
         default = route.default_model
         if default is not None and getattr(merge.models.get(default), "route", None) != route_id:
-            merge.problems.append(problem(
-                merge.sources[f"routes.{route_id}"], f"routes.{route_id}.default_model",
-                f"{default!r} is not a model of route {route_id!r}",
-            ))
+            merge.problems.append(
+                problem(
+                    merge.sources[f"routes.{route_id}"],
+                    f"routes.{route_id}.default_model",
+                    f"{default!r} is not a model of route {route_id!r}",
+                )
+            )
 
 
 def _driver_message(exc: ValueError, file: Path, key: str) -> str:
@@ -164,12 +182,12 @@ def _driver_message(exc: ValueError, file: Path, key: str) -> str:
 
 def _check_with_drivers(merge: _Merge) -> None:
     """Each route and model is validated by the route driver its route names."""
-    drivers = {}
+    drivers: dict[str, RouteDriver] = {}
     for route_id, route in merge.routes.items():
         file = merge.sources[f"routes.{route_id}"]
         where = f"{file}: routes.{route_id}"
         try:
-            driver = get_driver("route_drivers", route.driver)
+            driver = cast(RouteDriver, get_driver("route_drivers", route.driver))
         except UnknownDriverError as exc:
             merge.problems.append(problem(file, f"routes.{route_id}.driver", str(exc)))
             continue
@@ -181,12 +199,11 @@ def _check_with_drivers(merge: _Merge) -> None:
             continue
         drivers[route_id] = driver
     for key, model in merge.models.items():
-        driver = drivers.get(model.route)
-        if driver is None:
+        if model.route not in drivers:
             continue
         file = merge.sources[f"models.{key}"]
         try:
-            driver.validate_model(model, merge.routes[model.route], f"{file}: models.{key}")
+            drivers[model.route].validate_model(model, merge.routes[model.route], f"{file}: models.{key}")
         except ValueError as exc:
             merge.problems.append(_driver_message(exc, file, f"models.{key}"))
 
@@ -204,4 +221,6 @@ def load_catalog(config_dir: Path | None = None) -> Catalog:
         _check_with_drivers(merge)
     if merge.problems:
         raise DocumentError(merge.problems)
-    return Catalog(routes=dict(merge.routes), models=dict(merge.models), sources=dict(merge.sources))
+    return Catalog(
+        routes=dict(merge.routes), models=dict(merge.models), sources=dict(merge.sources)
+    )

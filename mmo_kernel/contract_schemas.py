@@ -19,8 +19,18 @@ from jsonschema import validators
 NATIVE_SCHEMA_PROJECTION = "native_schema_projection"
 VALIDATED_TEXT = "validated_text"
 
-_UNPROJECTABLE_KEYWORDS = ("allOf", "oneOf", "not", "if", "then", "else", "patternProperties",
-                           "dependentSchemas", "dependentRequired", "unevaluatedProperties")
+_UNPROJECTABLE_KEYWORDS = (
+    "allOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "dependentSchemas",
+    "dependentRequired",
+    "unevaluatedProperties",
+)
 
 
 def shared_contracts_dir() -> Path:
@@ -35,7 +45,8 @@ def resolve_contract_file(profile_folder: Path, ref: str) -> Path:
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(
-        f"{ref} not found in the profile folder or in the shared contracts ({shared_contracts_dir()})"
+        f"{ref} not found in the profile folder or in the shared contracts "
+        f"({shared_contracts_dir()})"
     )
 
 
@@ -55,7 +66,9 @@ def load_schema(path: Path) -> dict[str, Any]:
         validators.validator_for(data).check_schema(data)
     except jsonschema_exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
-        raise ValueError(f"{path.name} is not a valid JSON Schema at {where}: {exc.message}") from None
+        raise ValueError(
+            f"{path.name} is not a valid JSON Schema at {where}: {exc.message}"
+        ) from None
     return data
 
 
@@ -79,7 +92,10 @@ def _object_problem(schema: dict[str, Any], where: str) -> str | None:
     props = set((schema.get("properties") or {}).keys())
     missing = sorted(props - set(schema.get("required") or []))
     if missing:
-        return f"{where}: every property must be required (use a null type for optional ones): {missing}"
+        return (
+            f"{where}: every property must be required "
+            f"(use a null type for optional ones): {missing}"
+        )
     return None
 
 

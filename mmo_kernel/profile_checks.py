@@ -21,8 +21,8 @@ from .profile_schema import (
     ProfileDoc,
     agent_guidance_relative_path,
 )
-from .tool_servers import load_tool_servers
 from .toml_input import DOCUMENT_KEY, problem
+from .tool_servers import load_tool_servers
 
 Add = Callable[[str, str], None]
 
@@ -46,7 +46,10 @@ def _check_references(doc: ProfileDoc, add: Add) -> None:
                 elif target == aid:
                     add(f"{base}.{key}", "an agent cannot name itself")
                 elif target == doc.root_agent:
-                    add(f"{base}.{key}", f"the root agent {target!r} cannot be spawned or run natively")
+                    add(
+                        f"{base}.{key}",
+                        f"the root agent {target!r} cannot be spawned or run natively",
+                    )
                 reachable.add(target)
         for target in agent.controls:
             if target not in doc.agents:
@@ -87,28 +90,49 @@ def _check_model(aid: str, agent: AgentSpec, catalog: Catalog, add: Add) -> None
     base = f"agents.{aid}"
     model = catalog.models.get(agent.model)
     if model is None:
-        add(f"{base}.model", f"unknown model {agent.model!r} (not in the catalog; see `mmo catalog models`)")
+        add(
+            f"{base}.model",
+            f"unknown model {agent.model!r} (not in the catalog; see `mmo catalog models`)",
+        )
         return
     levels = model.reasoning_levels
     if not levels:
         if agent.reasoning is not None or agent.allowed_reasoning_efforts:
-            add(f"{base}.reasoning", f"model {model.id} has reasoning none: remove reasoning and "
-                "allowed_reasoning_efforts")
+            add(
+                f"{base}.reasoning",
+                f"model {model.id} has reasoning none: remove reasoning and "
+                "allowed_reasoning_efforts",
+            )
     else:
         bad = [e for e in agent.allowed_reasoning_efforts if e not in levels]
         if bad:
-            add(f"{base}.allowed_reasoning_efforts", f"{bad} not supported by model {model.id} (levels {levels})")
+            add(
+                f"{base}.allowed_reasoning_efforts",
+                f"{bad} not supported by model {model.id} (levels {levels})",
+            )
         allowed = agent.allowed_reasoning_efforts or levels
         if agent.reasoning is not None:
             if agent.reasoning not in levels:
-                add(f"{base}.reasoning", f"{agent.reasoning!r} not supported by model {model.id} (levels {levels})")
+                add(
+                    f"{base}.reasoning",
+                    f"{agent.reasoning!r} not supported by model {model.id} (levels {levels})",
+                )
             elif agent.reasoning not in allowed:
-                add(f"{base}.reasoning", f"{agent.reasoning!r} must be one of allowed_reasoning_efforts {allowed}")
+                add(
+                    f"{base}.reasoning",
+                    f"{agent.reasoning!r} must be one of allowed_reasoning_efforts {allowed}",
+                )
         elif model.default_reasoning not in allowed:
-            add(f"{base}.reasoning", f"required: the model default {model.default_reasoning!r} is not in "
-                f"allowed_reasoning_efforts {allowed}")
+            add(
+                f"{base}.reasoning",
+                f"required: the model default {model.default_reasoning!r} is not in "
+                f"allowed_reasoning_efforts {allowed}",
+            )
     if agent.accepts_images and "image" not in model.modalities:
-        add(f"{base}.accepts_images", f"model {model.id} does not take images (modalities {model.modalities})")
+        add(
+            f"{base}.accepts_images",
+            f"model {model.id} does not take images (modalities {model.modalities})",
+        )
 
 
 def _driver(concern: str, name: str, key: str, add: Add) -> object | None:
@@ -128,10 +152,14 @@ def _options(driver: object | None, options: dict, where: str, problems: list[st
         problems.append(str(exc))
 
 
-def _check_drivers(doc: ProfileDoc, folder: Path, file: Path, add: Add, problems: list[str]) -> None:
+def _check_drivers(
+    doc: ProfileDoc, folder: Path, file: Path, add: Add, problems: list[str]
+) -> None:
     """Every driver a profile names is installed and accepts its options."""
     iso = _driver("workspace_isolation", doc.coordination.isolation, "coordination.isolation", add)
-    _options(iso, doc.coordination.isolation_options, f"{file}: coordination.isolation_options", problems)
+    _options(
+        iso, doc.coordination.isolation_options, f"{file}: coordination.isolation_options", problems
+    )
     for aid, agent in doc.agents.items():
         base = f"agents.{aid}"
         host = _driver("execution_hosts", agent.host, f"{base}.host", add)
@@ -166,22 +194,32 @@ def _check_tool_servers(doc: ProfileDoc, add: Add) -> None:
             server = servers.get(name)
             if server is None:
                 if opt_in.required:
-                    add(key, f"no tool MCP server {name!r} is declared in tool-mcp.d "
-                        f"(declared: {', '.join(servers) or 'none'}); declare it or set required = false")
+                    add(
+                        key,
+                        f"no tool MCP server {name!r} is declared in tool-mcp.d "
+                        f"(declared: {', '.join(servers) or 'none'}); "
+                        "declare it or set required = false",
+                    )
                 continue
             extra = [t for t in opt_in.enabled_tools or [] if t not in server.enabled_tools]
             if extra:
-                add(f"{key}.enabled_tools", f"{extra} are not enabled tools of server {name!r} "
-                    f"({server.enabled_tools})")
+                add(
+                    f"{key}.enabled_tools",
+                    f"{extra} are not enabled tools of server {name!r} ({server.enabled_tools})",
+                )
 
 
 def skill_problems(path: Path) -> list[tuple[str, str]]:
     """``(key, message)`` for a SKILL.md whose front matter is not the team skill's."""
     if not path.is_file():
-        return [(DOCUMENT_KEY, f"the team's orchestration skill ({PROFILE_SKILL_SOURCE}) is missing")]
+        return [
+            (DOCUMENT_KEY, f"the team's orchestration skill ({PROFILE_SKILL_SOURCE}) is missing")
+        ]
     text = path.read_text(encoding="utf-8")
     if not text.startswith("---\n"):
-        return [(DOCUMENT_KEY, "must start with front matter ('---' line, name, description, '---')")]
+        return [
+            (DOCUMENT_KEY, "must start with front matter ('---' line, name, description, '---')")
+        ]
     end = text.find("\n---", 4)
     if end < 0:
         return [(DOCUMENT_KEY, "front matter is not closed with a '---' line")]
@@ -195,7 +233,7 @@ def skill_problems(path: Path) -> list[tuple[str, str]]:
         out.append(("name", f"must be {PROFILE_SKILL_NAME!r} (found {fields.get('name')!r})"))
     if not fields.get("description"):
         out.append(("description", "a one-line description is required"))
-    if not text[end + 4:].strip():
+    if not text[end + 4 :].strip():
         out.append((DOCUMENT_KEY, "the skill has no body"))
     return out
 
@@ -206,7 +244,10 @@ def _check_files(doc: ProfileDoc, folder: Path, add: Add, problems: list[str]) -
             continue
         guidance = folder / agent_guidance_relative_path(aid)
         if not guidance.is_file() or not guidance.read_text(encoding="utf-8").strip():
-            add(f"agents.{aid}", f"guidance file {agent_guidance_relative_path(aid)} is missing or empty")
+            add(
+                f"agents.{aid}",
+                f"guidance file {agent_guidance_relative_path(aid)} is missing or empty",
+            )
     skill = folder / PROFILE_SKILL_SOURCE
     problems.extend(problem(skill, key, msg) for key, msg in skill_problems(skill))
 

@@ -43,15 +43,17 @@ def _rebind(agent: AgentSpec, model: Model) -> AgentSpec:
     """The agent on ``model``, with efforts the model cannot take dropped or replaced."""
     levels = model.reasoning_levels
     if not levels:
-        return agent.model_copy(update={"model": model.id, "reasoning": None,
-                                        "allowed_reasoning_efforts": []})
+        return agent.model_copy(
+            update={"model": model.id, "reasoning": None, "allowed_reasoning_efforts": []}
+        )
     allowed = [e for e in agent.allowed_reasoning_efforts if e in levels]
     pool = allowed or levels
     reasoning = agent.reasoning if agent.reasoning in pool else None
     if reasoning is None and model.default_reasoning not in pool:
         reasoning = pool[-1]
-    return agent.model_copy(update={"model": model.id, "reasoning": reasoning,
-                                    "allowed_reasoning_efforts": allowed})
+    return agent.model_copy(
+        update={"model": model.id, "reasoning": reasoning, "allowed_reasoning_efforts": allowed}
+    )
 
 
 def apply_bindings(
@@ -90,7 +92,8 @@ def resolve_profile(
         fields = agent.model_dump()
         if model.has_reasoning:
             fields["allowed_reasoning_efforts"] = agent.allowed_reasoning_efforts or list(
-                model.reasoning_levels)
+                model.reasoning_levels
+            )
             fields["reasoning"] = agent.reasoning or model.default_reasoning
         if agent.execution_mode == "goal" and agent.max_goal_token_budget is None:
             fields["max_goal_token_budget"] = agent.goal_token_budget
@@ -99,17 +102,21 @@ def resolve_profile(
             contracts[agent.output_contract] = schema
             transport, reason = choose_transport(agent.contract_enforcement, schema)
             fields.update(contract_transport=transport, contract_transport_reason=reason)
-        agents[aid] = ResolvedAgent.model_validate({
-            **fields,
-            "route": route.id,
-            "route_driver": route.driver,
-            "guidance_path": agent_guidance_relative_path(aid),
-            "native_parents": _native_parents(doc, aid),
-        })
-    resolved = ResolvedProfile.model_validate({
-        **doc.model_dump(exclude={"agents"}),
-        "agents": {aid: a.model_dump() for aid, a in agents.items()},
-        "bindings": bindings,
-        "skill_path": PROFILE_SKILL_RELATIVE_PATH,
-    })
+        agents[aid] = ResolvedAgent.model_validate(
+            {
+                **fields,
+                "route": route.id,
+                "route_driver": route.driver,
+                "guidance_path": agent_guidance_relative_path(aid),
+                "native_parents": _native_parents(doc, aid),
+            }
+        )
+    resolved = ResolvedProfile.model_validate(
+        {
+            **doc.model_dump(exclude={"agents"}),
+            "agents": {aid: a.model_dump() for aid, a in agents.items()},
+            "bindings": bindings,
+            "skill_path": PROFILE_SKILL_RELATIVE_PATH,
+        }
+    )
     return resolved, contracts

@@ -17,8 +17,19 @@ PROFILE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 CONTROL_ACTIONS: tuple[str, ...] = (
-    "inspect", "trace", "steer", "interrupt", "pause", "continue", "detach", "stop",
-    "compact", "finalize", "set_effort", "respond", "fork",
+    "inspect",
+    "trace",
+    "steer",
+    "interrupt",
+    "pause",
+    "continue",
+    "detach",
+    "stop",
+    "compact",
+    "finalize",
+    "set_effort",
+    "respond",
+    "fork",
 )
 """Actions a ``controls`` grant may name (spec 04 controls plus inspect/trace/fork)."""
 
@@ -38,6 +49,7 @@ def agent_guidance_relative_path(agent: str) -> str:
         raise ValueError(f"invalid agent id {agent!r}")
     return f"agents/{agent}.md"
 
+
 Permissions = Literal["read-only", "workspace-write"]
 ApprovalPolicy = Literal["never", "on-request", "on-failure", "untrusted"]
 
@@ -54,7 +66,7 @@ def _no_duplicates(values: list[str]) -> list[str]:
 
 
 class ControlGrant(_Doc):
-    """``controls.<agent> = { actions = [...] }``: control this agent's jobs though not an ancestor."""
+    """``controls.<agent> = { actions = [...] }``: control a sibling's jobs without owning them."""
 
     actions: list[str] = Field(min_length=1)
 
@@ -65,7 +77,10 @@ class ControlGrant(_Doc):
             if action == "cancel":
                 raise ValueError("a control grant never grants cancellation ('cancel')")
             if action not in CONTROL_ACTIONS:
-                raise ValueError(f"unknown control action {action!r}; must be one of {', '.join(CONTROL_ACTIONS)}")
+                raise ValueError(
+                    f"unknown control action {action!r}; "
+                    f"must be one of {', '.join(CONTROL_ACTIONS)}"
+                )
         return _no_duplicates(value)
 
 
@@ -135,7 +150,9 @@ class AgentSpec(_Doc):
     host: str = "app_server"
     host_options: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("allowed_reasoning_efforts", "can_spawn", "native_agents", "literal_operations")
+    @field_validator(
+        "allowed_reasoning_efforts", "can_spawn", "native_agents", "literal_operations"
+    )
     @classmethod
     def _lists(cls, value: list[str]) -> list[str]:
         return _no_duplicates(value)
@@ -145,13 +162,18 @@ class AgentSpec(_Doc):
     def _operations(cls, value: list[str]) -> list[str]:
         for op in value:
             if op not in LITERAL_OPERATIONS:
-                raise ValueError(f"unknown literal_task operation {op!r}; must be one of {', '.join(LITERAL_OPERATIONS)}")
+                raise ValueError(
+                    f"unknown literal_task operation {op!r}; "
+                    f"must be one of {', '.join(LITERAL_OPERATIONS)}"
+                )
         return value
 
     @field_validator("output_contract")
     @classmethod
     def _contract_path(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^contracts/[A-Za-z0-9][A-Za-z0-9_.-]*\.json$", value):
+        if value is not None and not re.match(
+            r"^contracts/[A-Za-z0-9][A-Za-z0-9_.-]*\.json$", value
+        ):
             raise ValueError(f"output_contract {value!r} must be 'contracts/<name>.json'")
         return value
 
@@ -167,18 +189,24 @@ class AgentSpec(_Doc):
                     f"({self.goal_token_budget})"
                 )
         elif self.goal_token_budget is not None or self.max_goal_token_budget is not None:
-            raise ValueError("goal_token_budget and max_goal_token_budget only apply to execution_mode = \"goal\"")
+            raise ValueError(
+                'goal_token_budget and max_goal_token_budget only apply to execution_mode = "goal"'
+            )
         if self.trust == "low":
             if self.permissions != "read-only":
-                raise ValueError("a low-trust agent is read-only (permissions = \"read-only\")")
+                raise ValueError('a low-trust agent is read-only (permissions = "read-only")')
             if not self.literal_operations:
-                raise ValueError("a low-trust agent needs literal_operations (it accepts literal_task only)")
+                raise ValueError(
+                    "a low-trust agent needs literal_operations (it accepts literal_task only)"
+                )
             if self.can_spawn or self.native_agents:
-                raise ValueError("a low-trust agent cannot delegate (can_spawn and native_agents must be empty)")
+                raise ValueError(
+                    "a low-trust agent cannot delegate (can_spawn and native_agents must be empty)"
+                )
         elif self.literal_operations:
-            raise ValueError("literal_operations only apply to trust = \"low\" agents")
+            raise ValueError('literal_operations only apply to trust = "low" agents')
         if self.write_scope_required and self.permissions != "workspace-write":
-            raise ValueError("write_scope_required only applies to permissions = \"workspace-write\"")
+            raise ValueError('write_scope_required only applies to permissions = "workspace-write"')
         return self
 
 
@@ -214,6 +242,6 @@ class ResolvedAgent(AgentSpec):
 class ResolvedProfile(ProfileDoc):
     """The profile a session runs: bindings applied, every agent resolved."""
 
-    agents: dict[str, ResolvedAgent] = Field(min_length=1)
+    agents: dict[str, ResolvedAgent] = Field(min_length=1)  # type: ignore[assignment]
     bindings: dict[str, str] = Field(default_factory=dict)
     skill_path: str

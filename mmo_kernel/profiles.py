@@ -97,20 +97,21 @@ def locate_profile(profile: str | os.PathLike[str]) -> ProfileLocation:
         if not (folder / PROFILE_FILE).is_file():
             raise FileNotFoundError(f"no {PROFILE_FILE} in {folder}")
         return ProfileLocation(folder.resolve(), "path")
-    _check_id(profile)
-    builtin = builtin_profiles_dir() / profile
-    user = user_profiles_dir() / profile
+    profile_id = str(profile)
+    _check_id(profile_id)
+    builtin = builtin_profiles_dir() / profile_id
+    user = user_profiles_dir() / profile_id
     if (builtin / PROFILE_FILE).is_file():
         if user.exists():
             raise ValueError(
-                f"user profile {user} clashes with the built-in profile {profile!r}; "
+                f"user profile {user} clashes with the built-in profile {profile_id!r}; "
                 f"rename the user profile's folder and id (built-ins are never shadowed)"
             )
         return ProfileLocation(builtin, "builtin")
     if (user / PROFILE_FILE).is_file():
         return ProfileLocation(user, "user")
     known = ", ".join(builtin_profile_ids() + _ids_in(user_profiles_dir()))
-    raise FileNotFoundError(f"unknown profile {profile!r}; available: {known}")
+    raise FileNotFoundError(f"unknown profile {profile_id!r}; available: {known}")
 
 
 def parse_profile(location: ProfileLocation) -> ProfileDoc:
@@ -125,12 +126,15 @@ def parse_profile(location: ProfileLocation) -> ProfileDoc:
     except ValidationError as exc:
         raise DocumentError(validation_problems(exc, file)) from None
     if location.origin != "path" and doc.id != location.folder.name:
-        raise DocumentError([problem(file, "id", f"{doc.id!r} must match the folder name "
-                                     f"{location.folder.name!r}")])
+        raise DocumentError(
+            [problem(file, "id", f"{doc.id!r} must match the folder name {location.folder.name!r}")]
+        )
     return doc
 
 
-def _problems(location: ProfileLocation, catalog: Catalog | None) -> tuple[ProfileDoc | None, list[str]]:
+def _problems(
+    location: ProfileLocation, catalog: Catalog | None
+) -> tuple[ProfileDoc | None, list[str]]:
     try:
         doc = parse_profile(location)
         catalog = catalog if catalog is not None else load_catalog()
@@ -185,7 +189,7 @@ def _ignore(_directory: str, names: list[str]) -> list[str]:
 
 
 def clone_profile(source_id: str | os.PathLike[str], new_id: str) -> Path:
-    """Copy a profile to ``<config dir>/profiles/<new_id>`` with ``id`` rewritten (comments kept)."""
+    """Copy a profile into ``<config dir>/profiles/<new_id>``; ``id`` rewritten, comments kept."""
     _check_id(new_id)
     if new_id in builtin_profile_ids():
         raise ValueError(f"{new_id!r} is a built-in profile id; choose another id")

@@ -45,8 +45,14 @@ HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 INTEGRITY_FAILURE = "failed integrity validation"
 
 __all__ = [
-    "PROFILE_SKILL_NAME", "PROFILE_SKILL_RELATIVE_PATH", "agent_guidance_relative_path",
-    "compile_profile", "load_snapshot", "snapshot_profile", "snapshot_contract", "snapshots_dir",
+    "PROFILE_SKILL_NAME",
+    "PROFILE_SKILL_RELATIVE_PATH",
+    "agent_guidance_relative_path",
+    "compile_profile",
+    "load_snapshot",
+    "snapshot_profile",
+    "snapshot_contract",
+    "snapshots_dir",
 ]
 
 
@@ -80,13 +86,20 @@ def _sha256(data: bytes) -> str:
 
 def content_hash(files: Mapping[str, str]) -> str:
     """The snapshot hash: sha256 over the canonical list of (path, file sha256)."""
-    canonical = json.dumps({"schema_version": MMO_SCHEMA_VERSION, "files": dict(sorted(files.items()))},
-                           sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        {"schema_version": MMO_SCHEMA_VERSION, "files": dict(sorted(files.items()))},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return _sha256(canonical.encode("utf-8"))
 
 
-def _snapshot_files(resolved: ResolvedProfile, folder: Path, catalog_entries: dict[str, Any],
-                    contracts: dict[str, dict[str, Any]]) -> dict[str, bytes]:
+def _snapshot_files(
+    resolved: ResolvedProfile,
+    folder: Path,
+    catalog_entries: dict[str, Any],
+    contracts: dict[str, dict[str, Any]],
+) -> dict[str, bytes]:
     files = {
         PROFILE_JSON: _canonical_json(resolved.model_dump(mode="json")),
         CATALOG_JSON: _canonical_json({"schema_version": MMO_SCHEMA_VERSION, **catalog_entries}),
@@ -115,7 +128,9 @@ def _write_tree(root: Path, files: dict[str, bytes], manifest: dict[str, Any]) -
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, data, mode=0o444)
         atomic_write_bytes(staging / MANIFEST, _canonical_json(manifest), mode=0o444)
-        directories = sorted((p for p in staging.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        directories = sorted(
+            (p for p in staging.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)
+        )
         for path in [*directories, staging]:
             os.chmod(path, 0o555)
     except BaseException:
@@ -141,9 +156,12 @@ def _publish(root: Path, staging: Path, snapshot_hash: str) -> None:
         os.close(fd)
 
 
-def compile_profile(profile: str | os.PathLike[str],
-                    bindings: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Validate ``profile`` (after ``bindings``) and write its snapshot: ``{"manifest", "directory"}``.
+def compile_profile(
+    profile: str | os.PathLike[str], bindings: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Validate ``profile`` (after ``bindings``) and write its snapshot.
+
+    Returns ``{"manifest", "directory"}`` like ``load_snapshot``.
 
     Re-compiling unchanged inputs finds the existing snapshot and writes nothing.
     """

@@ -38,9 +38,13 @@ def read_toml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError([problem(path, DOCUMENT_KEY, f"not UTF-8 text ({exc.reason})")]) from None
+        raise DocumentError(
+            [problem(path, DOCUMENT_KEY, f"not UTF-8 text ({exc.reason})")]
+        ) from None
     except OSError as exc:
-        raise DocumentError([problem(path, DOCUMENT_KEY, f"cannot be read: {exc.strerror}")]) from None
+        raise DocumentError(
+            [problem(path, DOCUMENT_KEY, f"cannot be read: {exc.strerror}")]
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -50,7 +54,9 @@ def read_toml(path: Path) -> dict[str, Any]:
 def schema_version_problem(data: dict[str, Any], file: Path | str, kind: str) -> str | None:
     """``schema_version`` must be exactly the int ``MMO_SCHEMA_VERSION`` (never a bool)."""
     if "schema_version" not in data:
-        return problem(file, "schema_version", f"required key is missing (use {MMO_SCHEMA_VERSION})")
+        return problem(
+            file, "schema_version", f"required key is missing (use {MMO_SCHEMA_VERSION})"
+        )
     value = data["schema_version"]
     if type(value) is not int or value != MMO_SCHEMA_VERSION:
         return problem(

@@ -63,17 +63,23 @@ def _private_env(mmo_env):
 def make_profile(tmp_path: Path) -> MakeProfile:
     """Write a profile folder: ``make_profile(toml=..., name=..., contracts=..., skill=...)``."""
 
-    def make(toml: str = BASE_PROFILE, name: str = "tiny", root: Path | None = None,
-             contracts: dict[str, Any] | None = None, skill: str | None = SKILL,
-             guidance: dict[str, str] | None = None) -> Path:
+    def make(
+        toml: str = BASE_PROFILE,
+        name: str = "tiny",
+        root: Path | None = None,
+        contracts: dict[str, Any] | None = None,
+        skill: str | None = SKILL,
+        guidance: dict[str, str] | None = None,
+    ) -> Path:
         folder = (root or tmp_path / "profiles") / name
         (folder / "agents").mkdir(parents=True)
         (folder / "contracts").mkdir()
         (folder / "profile.toml").write_text(textwrap.dedent(toml), encoding="utf-8")
         if skill is not None:
             (folder / "skill.md").write_text(skill, encoding="utf-8")
-        for agent, text in (guidance or {"lead": "# Lead\nLead the team.\n",
-                                         "worker": "# Worker\nDo the work.\n"}).items():
+        for agent, text in (
+            guidance or {"lead": "# Lead\nLead the team.\n", "worker": "# Worker\nDo the work.\n"}
+        ).items():
             (folder / "agents" / f"{agent}.md").write_text(text, encoding="utf-8")
         for file_name, schema in (contracts or {"result.json": RESULT_SCHEMA}).items():
             body = schema if isinstance(schema, str) else json.dumps(schema)

@@ -6,7 +6,12 @@ import pytest
 
 from mmo_kernel.catalog import load_catalog
 from mmo_kernel.profile_checks import skill_problems
-from mmo_kernel.profiles import builtin_profile_ids, builtin_profiles_dir, load_profile, validate_profile
+from mmo_kernel.profiles import (
+    builtin_profile_ids,
+    builtin_profiles_dir,
+    load_profile,
+    validate_profile,
+)
 from mmo_kernel.snapshots import (
     PROFILE_SKILL_RELATIVE_PATH,
     compile_profile,
@@ -15,12 +20,22 @@ from mmo_kernel.snapshots import (
 )
 
 BUILTIN_IDS = [
-    "access-efficient-escalation-lab", "adaptive-engineering", "codex-harness-team",
-    "competing-implementations-lab", "incident-hypothesis-triage", "route-resilience-lab",
+    "access-efficient-escalation-lab",
+    "adaptive-engineering",
+    "codex-harness-team",
+    "competing-implementations-lab",
+    "incident-hypothesis-triage",
+    "route-resilience-lab",
     "visual-engineering",
 ]
-MESH_TOOLS = ("agent_spawn", "agents_wait", "agent_result", "agent_result_accept",
-              "agent_result_reject", "expected_revision")
+MESH_TOOLS = (
+    "agent_spawn",
+    "agents_wait",
+    "agent_result",
+    "agent_result_accept",
+    "agent_result_reject",
+    "expected_revision",
+)
 
 
 def test_exactly_the_seven_builtin_profiles_ship():
@@ -93,7 +108,10 @@ def test_incident_hypothesis_triage_roles():
     runner = profile.agents["evidence_runner"]
     assert runner.execution_mode == "turn" and runner.approval_policy == "never"
     assert "max" in runner.allowed_reasoning_efforts
-    assert runner.contract_enforcement == "strict" and runner.output_contract == "contracts/evidence.json"
+    assert (
+        runner.contract_enforcement == "strict"
+        and runner.output_contract == "contracts/evidence.json"
+    )
     assert runner.native_agents  # a worker with its own native agent
     challenger = profile.agents["causal_challenger"]
     assert challenger.execution_mode == "goal" and challenger.contract_enforcement == "strict"
@@ -123,8 +141,14 @@ def test_visual_engineering_accepts_images():
 def test_route_resilience_lab_probes_different_routes():
     profile = _agents("route-resilience-lab")
     catalog = load_catalog()
-    routes = {aid: catalog.model(profile.agents[aid].model).route for aid in ("go_route", "openrouter_route")}
-    assert routes == {"go_route": "opencode_go_openai_chat", "openrouter_route": "openrouter_openai_chat"}
+    routes = {
+        aid: catalog.model(profile.agents[aid].model).route
+        for aid in ("go_route", "openrouter_route")
+    }
+    assert routes == {
+        "go_route": "opencode_go_openai_chat",
+        "openrouter_route": "openrouter_openai_chat",
+    }
 
 
 def test_competing_implementations_lab_candidates_are_writers_on_different_routes():
@@ -132,15 +156,23 @@ def test_competing_implementations_lab_candidates_are_writers_on_different_route
     catalog = load_catalog()
     candidates = {aid: a for aid, a in profile.agents.items() if aid.endswith("_candidate")}
     assert "deepseek_candidate" in candidates and len(candidates) >= 2
-    assert all(a.permissions == "workspace-write" and a.write_scope_required for a in candidates.values())
+    assert all(
+        a.permissions == "workspace-write" and a.write_scope_required for a in candidates.values()
+    )
     assert len({catalog.model(a.model).route for a in candidates.values()}) == len(candidates)
 
 
 def test_builtin_strict_contracts_project_natively():
     snap = compile_profile("adaptive-engineering")
     assert snap["manifest"]["contract_transports"] == {
-        "orchestrator": None, "implementation_specialist": "native_schema_projection",
-        "adversarial_reviewer": "native_schema_projection", "repo_scout": None}
+        "orchestrator": None,
+        "implementation_specialist": "native_schema_projection",
+        "adversarial_reviewer": "native_schema_projection",
+        "repo_scout": None,
+    }
     assert snapshot_contract(snap, "implementation_specialist")["title"] == "Engineering result"
-    assert (snap["directory"] / PROFILE_SKILL_RELATIVE_PATH).read_text().startswith(
-        "---\nname: mmo-orchestration\n")
+    assert (
+        (snap["directory"] / PROFILE_SKILL_RELATIVE_PATH)
+        .read_text()
+        .startswith("---\nname: mmo-orchestration\n")
+    )

@@ -79,7 +79,9 @@ def test_builtin_models_are_a_realistic_set_keyed_by_route():
     for key, model in catalog.models.items():
         assert key == f"{model.route}__{model.slug}"
     assert any(not m.has_reasoning for m in catalog.models.values() if m.route != "local_scripted")
-    claude = [m for m in catalog.models_of("opencode_zen_anthropic_messages") if m.maker == "anthropic"]
+    claude = [
+        m for m in catalog.models_of("opencode_zen_anthropic_messages") if m.maker == "anthropic"
+    ]
     assert claude and all(m.upstream_id.startswith("claude-") for m in claude)
     assert all(m.maker == "openai" for m in catalog.models_of("codex_chatgpt_builtin"))
 
@@ -145,14 +147,18 @@ def test_unknown_route_key_is_rejected_by_the_route_driver(mmo_env):
 
 
 def test_route_defined_in_builtin_and_fragment_names_both_files(mmo_env):
-    path = fragment(mmo_env.config_dir, "f.toml", """\
+    path = fragment(
+        mmo_env.config_dir,
+        "f.toml",
+        """\
         schema_version = 1
         [routes.local_scripted]
         name = "mine"
         driver = "scripted"
         api_operator = "me"
         access_product = "mine"
-        """)
+        """,
+    )
     message = catalog_error(mmo_env.config_dir)
     assert f"{path}: routes.local_scripted: already defined in" in message
     assert "catalog_builtin.toml" in message
@@ -168,10 +174,12 @@ def test_model_defined_in_two_fragments_names_both_in_sorted_order(mmo_env):
 
 def test_model_with_unknown_route_is_an_error(mmo_env):
     text = SPEC_FRAGMENT.replace('route = "header_route"', 'route = "nowhere"').replace(
-        "models.header_route__header_model", "models.nowhere__header_model")
+        "models.header_route__header_model", "models.nowhere__header_model"
+    )
     path = fragment(mmo_env.config_dir, "f.toml", text)
     assert f"{path}: models.nowhere__header_model.route: unknown route 'nowhere'" in catalog_error(
-        mmo_env.config_dir)
+        mmo_env.config_dir
+    )
 
 
 def test_model_key_must_belong_to_its_route(mmo_env):
@@ -184,7 +192,9 @@ def test_model_key_must_belong_to_its_route(mmo_env):
 def test_default_reasoning_must_be_a_listed_level(mmo_env):
     text = SPEC_FRAGMENT.replace('default_reasoning = "xhigh"', 'default_reasoning = "low"')
     fragment(mmo_env.config_dir, "f.toml", text)
-    assert "default_reasoning 'low' must be one of reasoning_levels" in catalog_error(mmo_env.config_dir)
+    assert "default_reasoning 'low' must be one of reasoning_levels" in catalog_error(
+        mmo_env.config_dir
+    )
 
 
 def test_secret_values_cannot_be_written_as_header_env_names(mmo_env):
@@ -220,7 +230,9 @@ class _PickyRoute(RouteDriver):
 
     def validate_model(self, model, route, where):
         if model.maker != "picky":
-            raise DriverConfigError(where, f"picky routes only serve picky models, not {model.maker}")
+            raise DriverConfigError(
+                where, f"picky routes only serve picky models, not {model.maker}"
+            )
 
 
 class _PickyPlugin:
@@ -238,13 +250,19 @@ def picky_driver(monkeypatch):
 
 def test_route_driver_validates_its_routes_and_models(mmo_env, picky_driver):
     text = SPEC_FRAGMENT.replace('driver = "codex_custom"', 'driver = "picky"').replace(
-        "https://example.invalid/v1", "http://example.invalid/v1")
+        "https://example.invalid/v1", "http://example.invalid/v1"
+    )
     path = fragment(mmo_env.config_dir, "f.toml", text)
     assert f"{path}: routes.header_route: picky routes need an https base_url" in catalog_error(
-        mmo_env.config_dir)
+        mmo_env.config_dir
+    )
     path.write_text(text.replace("http://", "https://"), encoding="utf-8")
-    assert (f"{path}: models.header_route__header_model: picky routes only serve picky models"
-            in catalog_error(mmo_env.config_dir))
-    path.write_text(text.replace("http://", "https://").replace('maker = "example"', 'maker = "picky"'),
-                    encoding="utf-8")
+    assert (
+        f"{path}: models.header_route__header_model: picky routes only serve picky models"
+        in catalog_error(mmo_env.config_dir)
+    )
+    path.write_text(
+        text.replace("http://", "https://").replace('maker = "example"', 'maker = "picky"'),
+        encoding="utf-8",
+    )
     assert load_catalog(mmo_env.config_dir).route("header_route").driver == "picky"

@@ -44,12 +44,21 @@ def test_compile_writes_the_manifest_and_every_file(make_profile, mmo_env):
     assert manifest["profile_id"] == "tiny"
     assert manifest["schema_version"] == MMO_SCHEMA_VERSION
     assert manifest["package_version"] == package_version()
-    assert manifest["route_ids"] == {"lead": "codex_chatgpt_builtin__gpt_5_codex",
-                                     "worker": "opencode_go_openai_chat__glm_5_1"}
+    assert manifest["route_ids"] == {
+        "lead": "codex_chatgpt_builtin__gpt_5_codex",
+        "worker": "opencode_go_openai_chat__glm_5_1",
+    }
     assert set(manifest["files"]) == {
-        "profile.json", "catalog.json", "agents/lead.md", "agents/worker.md",
-        PROFILE_SKILL_RELATIVE_PATH, "contracts/result.json"}
-    assert (directory / PROFILE_SKILL_RELATIVE_PATH).read_bytes() == (folder / "skill.md").read_bytes()
+        "profile.json",
+        "catalog.json",
+        "agents/lead.md",
+        "agents/worker.md",
+        PROFILE_SKILL_RELATIVE_PATH,
+        "contracts/result.json",
+    }
+    assert (directory / PROFILE_SKILL_RELATIVE_PATH).read_bytes() == (
+        folder / "skill.md"
+    ).read_bytes()
     assert (directory / "agents/worker.md").read_text() == "# Worker\nDo the work.\n"
     catalog = json.loads((directory / "catalog.json").read_text())
     assert set(catalog["routes"]) == {"codex_chatgpt_builtin", "opencode_go_openai_chat"}
@@ -96,21 +105,44 @@ def test_resolved_profile_makes_defaults_explicit(make_profile):
 
 def test_strict_projectable_contract_uses_native_schema_projection(make_profile):
     snap = compile_profile(make_profile())
-    assert snap["manifest"]["contract_transports"] == {"lead": None, "worker": "native_schema_projection"}
+    assert snap["manifest"]["contract_transports"] == {
+        "lead": None,
+        "worker": "native_schema_projection",
+    }
     assert snapshot_contract(snap, "worker")["required"] == ["summary"]
     assert snapshot_contract(snap, "lead") is None
     with pytest.raises(ValueError, match="unknown agent 'ghost'"):
         snapshot_contract(snap, "ghost")
 
 
-@pytest.mark.parametrize(("schema", "phrase"), [
-    ({"type": "array", "items": {"type": "string"}}, "top level must be type 'object'"),
-    ({"type": "object", "properties": {"a": {"type": "string"}}}, "additionalProperties: false"),
-    ({"type": "object", "additionalProperties": False, "required": [],
-      "properties": {"a": {"type": "string"}}}, "every property must be required"),
-    ({"type": "object", "additionalProperties": False, "required": ["a"],
-      "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}, "'oneOf'"),
-])
+@pytest.mark.parametrize(
+    ("schema", "phrase"),
+    [
+        ({"type": "array", "items": {"type": "string"}}, "top level must be type 'object'"),
+        (
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            "additionalProperties: false",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [],
+                "properties": {"a": {"type": "string"}},
+            },
+            "every property must be required",
+        ),
+        (
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["a"],
+                "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "integer"}]}},
+            },
+            "'oneOf'",
+        ),
+    ],
+)
 def test_strict_unprojectable_contract_falls_back_to_validated_text(make_profile, schema, phrase):
     snap = compile_profile(make_profile(contracts={"result.json": schema}))
     worker = snapshot_profile(snap).agents["worker"]
@@ -119,8 +151,10 @@ def test_strict_unprojectable_contract_falls_back_to_validated_text(make_profile
 
 
 def test_warn_contracts_use_validated_text(make_profile, base_toml):
-    toml = base_toml.replace('output_contract = "contracts/result.json"',
-                             'output_contract = "contracts/result.json"\ncontract_enforcement = "warn"')
+    toml = base_toml.replace(
+        'output_contract = "contracts/result.json"',
+        'output_contract = "contracts/result.json"\ncontract_enforcement = "warn"',
+    )
     snap = compile_profile(make_profile(toml))
     assert snap["manifest"]["contract_transports"]["worker"] == "validated_text"
 
@@ -147,11 +181,15 @@ def test_a_missing_or_extra_file_fails_integrity(make_profile):
     directory, digest = snap["directory"], snap["manifest"]["snapshot_hash"]
     os.chmod(directory, 0o755)
     (directory / "notes.txt").write_text("x")
-    with pytest.raises(RuntimeError, match=r"failed integrity validation: .*unexpected files \['notes.txt'\]"):
+    with pytest.raises(
+        RuntimeError, match=r"failed integrity validation: .*unexpected files \['notes.txt'\]"
+    ):
         load_snapshot(digest)
     (directory / "notes.txt").unlink()
     (directory / "catalog.json").unlink()
-    with pytest.raises(RuntimeError, match=r"failed integrity validation: missing files \['catalog.json'\]"):
+    with pytest.raises(
+        RuntimeError, match=r"failed integrity validation: missing files \['catalog.json'\]"
+    ):
         load_snapshot(digest)
 
 
@@ -165,9 +203,12 @@ def test_a_rewritten_manifest_fails_integrity(make_profile):
     writable(manifest_path)
     manifest = json.loads(manifest_path.read_text())
     import hashlib
+
     manifest["files"]["profile.json"] = hashlib.sha256(target.read_bytes()).hexdigest()
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(RuntimeError, match="failed integrity validation: the manifest does not match"):
+    with pytest.raises(
+        RuntimeError, match="failed integrity validation: the manifest does not match"
+    ):
         load_snapshot(digest)
 
 
