@@ -112,7 +112,11 @@ class _Builder:
         if "allOf" in schema:
             merged = {k: v for k, v in schema.items() if k != "allOf"}
             for part in schema["allOf"]:
-                part = self.resolve(part["$ref"]) if isinstance(part, dict) and "$ref" in part else part
+                part = (
+                    self.resolve(part["$ref"])
+                    if isinstance(part, dict) and "$ref" in part
+                    else part
+                )
                 if isinstance(part, dict):
                     merged = _merge(merged, part)
             return self.build(merged, salt, depth + 1)
@@ -144,7 +148,8 @@ class _Builder:
             if self.accepts(schema, value):
                 return value
         raise SchemaInstanceError(
-            "no alternative of anyOf/oneOf produced a valid value" + (f": {errors[0]}" if errors else "")
+            "no alternative of anyOf/oneOf produced a valid value"
+            + (f": {errors[0]}" if errors else "")
         )
 
     def _by_type(self, schema: dict, salt: int, depth: int) -> Any:
@@ -284,7 +289,11 @@ def _bounds(schema: dict, integer: bool) -> tuple[float, float]:
     if isinstance(ex_high, bool):
         ex_high = high if ex_high and high != math.inf else None
     if ex_low is not None:
-        nudged = math.floor(ex_low) + 1 if integer else ex_low + _nudge(ex_low, high if ex_high is None else ex_high)
+        nudged = (
+            math.floor(ex_low) + 1
+            if integer
+            else ex_low + _nudge(ex_low, high if ex_high is None else ex_high)
+        )
         low = max(low, nudged)
     if ex_high is not None:
         nudged = math.ceil(ex_high) - 1 if integer else ex_high - _nudge(low, ex_high)
@@ -361,7 +370,9 @@ def _emit(parsed: Any, salt: int) -> str:
             out.append(_emit_in(arg))
         elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             low, _high, sub = arg
-            out.append("".join(_emit(sub, salt) for _ in range(max(low, 1 if salt and low == 0 else low))))
+            out.append(
+                "".join(_emit(sub, salt) for _ in range(max(low, 1 if salt and low == 0 else low)))
+            )
         elif name == "SUBPATTERN":
             out.append(_emit(arg[-1], salt))
         elif name == "ATOMIC_GROUP":
@@ -404,9 +415,13 @@ def instance_for_schema(schema: dict | bool, *, text: str = "FAKE_CODEX_OK") -> 
     valid value can be built.
     """
     if not isinstance(schema, (dict, bool)):
-        raise SchemaInstanceError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
+        raise SchemaInstanceError(
+            f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}"
+        )
     try:
-        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        jsonschema.validators.validator_for(
+            schema, default=jsonschema.Draft202012Validator
+        ).check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise SchemaInstanceError(f"invalid JSON Schema: {exc.message}") from None
     builder = _Builder(schema, text)
@@ -438,7 +453,16 @@ def invalid_instance_for_schema(schema: dict | bool) -> Any:
             if key in valid:
                 candidates.append({k: v for k, v in valid.items() if k != key})
                 break
-    candidates += ["FAKE_CODEX_INVALID", 12345, None, [], {}, True, 0.5, {"unexpected": "FAKE_CODEX_INVALID"}]
+    candidates += [
+        "FAKE_CODEX_INVALID",
+        12345,
+        None,
+        [],
+        {},
+        True,
+        0.5,
+        {"unexpected": "FAKE_CODEX_INVALID"},
+    ]
     for value in candidates:
         if not validator.is_valid(value):
             return value

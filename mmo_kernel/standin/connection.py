@@ -36,8 +36,9 @@ class Connection:
         if method not in self.opt_out:
             self.send(notification(method, params))
 
-    def request(self, method: str, params: dict[str, Any], future: asyncio.Future,
-                prefix: str | None = None) -> Any:
+    def request(
+        self, method: str, params: dict[str, Any], future: asyncio.Future, prefix: str | None = None
+    ) -> Any:
         """Send a server-to-client request; its id counts from 0 on this connection."""
         number = self._next_id
         self._next_id += 1

@@ -35,8 +35,12 @@ def _started(server, thread: ThreadState, active: ActiveTurn, item: dict[str, An
 def completed(server, thread: ThreadState, active: ActiveTurn, item: dict[str, Any]) -> None:
     """Record a finished item in the turn and the rollout, then notify."""
     active.record["items"].append(item)
-    thread.persist("event_msg", {"type": "item_completed", "turn_id": active.record["id"], "item": item})
-    server.emit(thread, "item/completed", shapes.item_completed(thread.id, active.record["id"], item))
+    thread.persist(
+        "event_msg", {"type": "item_completed", "turn_id": active.record["id"], "item": item}
+    )
+    server.emit(
+        thread, "item/completed", shapes.item_completed(thread.id, active.record["id"], item)
+    )
 
 
 def _set_waiting(server, thread: ThreadState, flags: list[str]) -> None:
@@ -44,8 +48,15 @@ def _set_waiting(server, thread: ThreadState, flags: list[str]) -> None:
     server.emit(thread, "thread/status/changed", {"threadId": thread.id, "status": thread.status()})
 
 
-async def _ask(server, thread: ThreadState, active: ActiveTurn, flag: str, method: str,
-               body: dict[str, Any], prefix: str | None = None) -> dict[str, Any]:
+async def _ask(
+    server,
+    thread: ThreadState,
+    active: ActiveTurn,
+    flag: str,
+    method: str,
+    body: dict[str, Any],
+    prefix: str | None = None,
+) -> dict[str, Any]:
     """A server request that an interrupt can abandon."""
     _set_waiting(server, thread, [flag])
     ask = asyncio.ensure_future(server.ask(thread, method, body, prefix))
@@ -65,15 +76,24 @@ async def _ask(server, thread: ThreadState, active: ActiveTurn, flag: str, metho
 
 async def request_user_input(server, thread: ThreadState, active: ActiveTurn) -> str:
     body = {
-        "threadId": thread.id, "turnId": active.record["id"], "itemId": _call_id(), "isBlocking": True,
-        "questions": [{
-            "id": QUESTION_ID, "header": "Operator input",
-            "question": "FAKE_REQUEST_USER_INPUT: how should the agent continue?",
-            "isOther": True, "isSecret": False,
-            "options": [{"label": "continue", "description": "Continue the task as planned"}],
-        }],
+        "threadId": thread.id,
+        "turnId": active.record["id"],
+        "itemId": _call_id(),
+        "isBlocking": True,
+        "questions": [
+            {
+                "id": QUESTION_ID,
+                "header": "Operator input",
+                "question": "FAKE_REQUEST_USER_INPUT: how should the agent continue?",
+                "isOther": True,
+                "isSecret": False,
+                "options": [{"label": "continue", "description": "Continue the task as planned"}],
+            }
+        ],
     }
-    answer = await _ask(server, thread, active, "waitingOnUserInput", "item/tool/requestUserInput", body)
+    answer = await _ask(
+        server, thread, active, "waitingOnUserInput", "item/tool/requestUserInput", body
+    )
     answers = (answer.get("answers") or {}).get(QUESTION_ID, {}).get("answers") or []
     return "; ".join(str(a) for a in answers)
 
@@ -84,13 +104,26 @@ async def request_command_approval(server, thread: ThreadState, active: ActiveTu
     item = shapes.command_execution(item_id, FAKE_COMMAND, thread.cwd, "inProgress")
     _started(server, thread, active, item)
     body = {
-        "threadId": thread.id, "turnId": active.record["id"], "itemId": item_id, "startedAtMs": now_ms(),
-        "command": FAKE_COMMAND, "cwd": thread.cwd, "commandActions": item["commandActions"],
-        "reason": "FAKE_REQUEST_COMMAND_APPROVAL asks to run a command", "approvalId": None,
+        "threadId": thread.id,
+        "turnId": active.record["id"],
+        "itemId": item_id,
+        "startedAtMs": now_ms(),
+        "command": FAKE_COMMAND,
+        "cwd": thread.cwd,
+        "commandActions": item["commandActions"],
+        "reason": "FAKE_REQUEST_COMMAND_APPROVAL asks to run a command",
+        "approvalId": None,
     }
     try:
-        answer = await _ask(server, thread, active, "waitingOnApproval",
-                            "item/commandExecution/requestApproval", body, prefix=APPROVAL_PREFIX)
+        answer = await _ask(
+            server,
+            thread,
+            active,
+            "waitingOnApproval",
+            "item/commandExecution/requestApproval",
+            body,
+            prefix=APPROVAL_PREFIX,
+        )
     except TurnCancelled:
         completed(server, thread, active, dict(item, status="declined"))
         raise
@@ -99,8 +132,12 @@ async def request_command_approval(server, thread: ThreadState, active: ActiveTu
         completed(server, thread, active, dict(item, status="declined"))
         raise TurnCancelled()
     if decision in ("accept", "acceptForSession") or isinstance(decision, dict):
-        completed(server, thread, active, dict(item, status="completed", aggregatedOutput="FAKE_COMMAND_OK\n",
-                                               exitCode=0))
+        completed(
+            server,
+            thread,
+            active,
+            dict(item, status="completed", aggregatedOutput="FAKE_COMMAND_OK\n", exitCode=0),
+        )
         return "accepted"
     completed(server, thread, active, dict(item, status="declined"))
     return "declined"
@@ -113,13 +150,25 @@ async def dynamic_tool_call(server, thread: ThreadState, active: ActiveTurn, cal
     item_id = _call_id()
     item = shapes.dynamic_tool_call(item_id, call.name, call.arguments, "inProgress")
     _started(server, thread, active, item)
-    body = {"threadId": thread.id, "turnId": active.record["id"], "callId": item_id, "namespace": None,
-            "tool": call.name, "arguments": call.arguments}
+    body = {
+        "threadId": thread.id,
+        "turnId": active.record["id"],
+        "callId": item_id,
+        "namespace": None,
+        "tool": call.name,
+        "arguments": call.arguments,
+    }
     answer = await _ask(server, thread, active, "waitingOnApproval", "item/tool/call", body)
     success = bool(answer.get("success", False))
     content = answer.get("contentItems") or []
-    completed(server, thread, active, dict(item, status="completed" if success else "failed",
-                                           contentItems=content, success=success))
+    completed(
+        server,
+        thread,
+        active,
+        dict(
+            item, status="completed" if success else "failed", contentItems=content, success=success
+        ),
+    )
     texts = [c.get("text", "") for c in content if isinstance(c, dict)]
     return " ".join(texts)
 
@@ -130,21 +179,32 @@ def _allowed(thread: ThreadState, target: Path) -> bool:
         return True
     if kind != "workspaceWrite":
         return False
-    roots = [Path(thread.cwd).resolve()] + [Path(r).resolve() for r in thread.sandbox.get("writableRoots", [])]
+    roots = [Path(thread.cwd).resolve()] + [
+        Path(r).resolve() for r in thread.sandbox.get("writableRoots", [])
+    ]
     return any(target == root or root in target.parents for root in roots)
 
 
-def write_files(server, thread: ThreadState, active: ActiveTurn, writes: tuple[FileWrite, ...]) -> None:
-    """FAKE_WRITE: write ``content`` + newline and record a fileChange item, honouring the sandbox."""
+def write_files(
+    server, thread: ThreadState, active: ActiveTurn, writes: tuple[FileWrite, ...]
+) -> None:
+    """FAKE_WRITE: write ``content`` + newline, record a fileChange item; honour the sandbox."""
     for write in writes:
         target = (Path(thread.cwd) / write.path).resolve()
         before = target.read_text(encoding="utf-8") if target.is_file() else None
         after = write.content + "\n"
-        diff = "".join(difflib.unified_diff(
-            (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
-            fromfile="/dev/null" if before is None else f"a/{write.path}", tofile=f"b/{write.path}"))
+        diff = "".join(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                fromfile="/dev/null" if before is None else f"a/{write.path}",
+                tofile=f"b/{write.path}",
+            )
+        )
         kind = {"type": "add"} if before is None else {"type": "update", "move_path": None}
-        item = shapes.file_change(_call_id(), [{"path": str(target), "kind": kind, "diff": diff}], "inProgress")
+        item = shapes.file_change(
+            _call_id(), [{"path": str(target), "kind": kind, "diff": diff}], "inProgress"
+        )
         _started(server, thread, active, item)
         status = "completed"
         if _allowed(thread, target):
@@ -159,8 +219,11 @@ def spawn_orphan(thread: ThreadState) -> int:
     """FAKE_ORPHAN_CHILD: a long-lived child left in the app-server's process group."""
     child = subprocess.Popen(
         [sys.executable, "-c", "import time\nwhile True: time.sleep(60)"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=thread.cwd if os.path.isdir(thread.cwd) else None, close_fds=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=thread.cwd if os.path.isdir(thread.cwd) else None,
+        close_fds=True,
     )
     pid_file = Path(thread.cwd) / "fake-orphan.pid"
     pid_file.write_text(f"{child.pid}\n", encoding="utf-8")

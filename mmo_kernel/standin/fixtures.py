@@ -75,15 +75,22 @@ class AppServerClient(abc.ABC):
         self.sent.append(message)
         self._write(message)
 
-    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = 15) -> dict[str, Any]:
+    def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 15
+    ) -> dict[str, Any]:
         """Send a request and return its whole response message (result or error)."""
         self._next += 1
         request_id = self._next
         self.send({"id": request_id, "method": method, "params": params or {}})
-        return self.wait_for(lambda m: m.get("id") == request_id and "method" not in m, timeout,
-                             f"response to {method}")
+        return self.wait_for(
+            lambda m: m.get("id") == request_id and "method" not in m,
+            timeout,
+            f"response to {method}",
+        )
 
-    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 15) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 15
+    ) -> dict[str, Any]:
         response = self.request(method, params, timeout)
         if "error" in response:
             raise RpcFailure(response["error"])
@@ -100,8 +107,13 @@ class AppServerClient(abc.ABC):
     def respond(self, request_id: Any, result: dict[str, Any]) -> None:
         self.send({"id": request_id, "result": result})
 
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 15,
-                 what: str = "message", start: int = 0) -> dict[str, Any]:
+    def wait_for(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 15,
+        what: str = "message",
+        start: int = 0,
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         index = start
         with self._cond:
@@ -115,21 +127,37 @@ class AppServerClient(abc.ABC):
                     raise EOFError(f"app-server closed the connection while waiting for {what}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"no {what} within {timeout}s; got {[m.get('method') for m in self.received]}")
+                    raise TimeoutError(
+                        f"no {what} within {timeout}s; got "
+                        f"{[m.get('method') for m in self.received]}"
+                    )
                 self._cond.wait(remaining)
 
-    def notification(self, method: str, timeout: float = 15, start: int = 0,
-                     where: Callable[[dict[str, Any]], bool] = lambda p: True) -> dict[str, Any]:
+    def notification(
+        self,
+        method: str,
+        timeout: float = 15,
+        start: int = 0,
+        where: Callable[[dict[str, Any]], bool] = lambda p: True,
+    ) -> dict[str, Any]:
         """The first notification ``method`` (from index ``start``) whose params match ``where``."""
-        message = self.wait_for(lambda m: m.get("method") == method and "id" not in m and where(m["params"]),
-                                timeout, method, start)
+        message = self.wait_for(
+            lambda m: m.get("method") == method and "id" not in m and where(m["params"]),
+            timeout,
+            method,
+            start,
+        )
         return message["params"]
 
     def server_request(self, method: str, timeout: float = 15, start: int = 0) -> dict[str, Any]:
-        return self.wait_for(lambda m: m.get("method") == method and "id" in m, timeout, method, start)
+        return self.wait_for(
+            lambda m: m.get("method") == method and "id" in m, timeout, method, start
+        )
 
     def turn_completed(self, turn_id: str, timeout: float = 15) -> dict[str, Any]:
-        return self.notification("turn/completed", timeout, where=lambda p: p["turn"]["id"] == turn_id)["turn"]
+        return self.notification(
+            "turn/completed", timeout, where=lambda p: p["turn"]["id"] == turn_id
+        )["turn"]
 
     def start_thread(self, **params: Any) -> str:
         return self.call("thread/start", params)["thread"]["id"]
@@ -138,7 +166,9 @@ class AppServerClient(abc.ABC):
         body = {"threadId": thread_id, "input": [{"type": "text", "text": text}], **params}
         return self.call("turn/start", body)["turn"]["id"]
 
-    def run_turn(self, thread_id: str, text: str, timeout: float = 15, **params: Any) -> dict[str, Any]:
+    def run_turn(
+        self, thread_id: str, text: str, timeout: float = 15, **params: Any
+    ) -> dict[str, Any]:
         return self.turn_completed(self.start_turn(thread_id, text, **params), timeout)
 
     @abc.abstractmethod
@@ -151,10 +181,17 @@ class StdioAppServer(AppServerClient):
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         super().__init__()
-        self.stderr_path = Path(env.get("CODEX_HOME", cwd)) / f"app-server-{time.monotonic_ns()}.stderr"
+        self.stderr_path = (
+            Path(env.get("CODEX_HOME", cwd)) / f"app-server-{time.monotonic_ns()}.stderr"
+        )
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.stderr_path, "wb"),
-            env=env, cwd=cwd, start_new_session=True,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.stderr_path, "wb"),
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
         self._lock = threading.Lock()
         threading.Thread(target=self._reader, args=(self._read_line,), daemon=True).start()
@@ -235,14 +272,19 @@ def standin_workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def spawn_standin(standin_home: Path, standin_workspace: Path) -> Iterator[Callable[..., StdioAppServer]]:
-    """Factory: ``spawn_standin(*extra_args, env=None, cwd=None)`` → an uninitialised stdio client."""
+def spawn_standin(
+    standin_home: Path, standin_workspace: Path
+) -> Iterator[Callable[..., StdioAppServer]]:
+    """Factory ``spawn_standin(*args, env=None, cwd=None)``: an uninitialised stdio client."""
     spawned: list[AppServerClient] = []
 
-    def spawn(*extra: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> StdioAppServer:
+    def spawn(
+        *extra: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> StdioAppServer:
         full_env = dict(os.environ, **(env or {}))
-        client = StdioAppServer([str(standin_executable()), "app-server", *extra], full_env,
-                                cwd or standin_workspace)
+        client = StdioAppServer(
+            [str(standin_executable()), "app-server", *extra], full_env, cwd or standin_workspace
+        )
         spawned.append(client)
         return client
 

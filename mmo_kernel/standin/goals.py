@@ -32,20 +32,32 @@ async def set_goal(server, conn: Connection, raw: Any, after: list) -> dict[str,
     existing = server.side.load_goal(thread.id)
     now = now_s()
     if body.objective is not None and (existing is None or existing["objective"] != body.objective):
-        goal = {"threadId": thread.id, "objective": body.objective, "status": body.status or "active",
-                "tokenBudget": body.tokenBudget, "tokensUsed": 0, "timeUsedSeconds": 0,
-                "createdAt": now, "updatedAt": now}
+        goal = {
+            "threadId": thread.id,
+            "objective": body.objective,
+            "status": body.status or "active",
+            "tokenBudget": body.tokenBudget,
+            "tokensUsed": 0,
+            "timeUsedSeconds": 0,
+            "createdAt": now,
+            "updatedAt": now,
+        }
     elif existing is None:
         raise RpcError(f"cannot update goal for thread {thread.id}: no goal exists")
     else:
         goal = dict(existing, updatedAt=now)
-        if body.status is not None and not (body.status == "paused" and existing["status"] == "budgetLimited"):
+        if body.status is not None and not (
+            body.status == "paused" and existing["status"] == "budgetLimited"
+        ):
             goal["status"] = body.status
         if "tokenBudget" in (raw or {}):
             goal["tokenBudget"] = body.tokenBudget
     server.side.save_goal(thread.id, goal)
-    after.append(lambda: server.emit(thread, "thread/goal/updated",
-                                     {"threadId": thread.id, "turnId": None, "goal": goal}))
+    after.append(
+        lambda: server.emit(
+            thread, "thread/goal/updated", {"threadId": thread.id, "turnId": None, "goal": goal}
+        )
+    )
     if goal["status"] == "active" and thread.active is None:
         from . import turns  # the continuation turn starts after the response, as in real Codex
 

@@ -14,11 +14,21 @@ def record_resume(args: list[str]) -> int:
     """Append ``{"args", "thread_id"}`` to ``<CODEX_HOME>/fake-interactive-invocations.jsonl``."""
     positional = []
     skip = False
-    for index, arg in enumerate(args):
+    for arg in args:
         if skip:
             skip = False
             continue
-        if arg in ("--remote", "-c", "--config", "--enable", "--disable", "-m", "--model", "-C", "--cd"):
+        if arg in (
+            "--remote",
+            "-c",
+            "--config",
+            "--enable",
+            "--disable",
+            "-m",
+            "--model",
+            "-C",
+            "--cd",
+        ):
             skip = True
             continue
         if not arg.startswith("-"):

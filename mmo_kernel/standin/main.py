@@ -50,10 +50,12 @@ def app_server(args: list[str]) -> int:
     if listen == "stdio://":
         asyncio.run(serve_stdio(server))
     elif listen.startswith("unix://"):
-        asyncio.run(serve_unix(server, Path(listen[len("unix://"):])))
+        asyncio.run(serve_unix(server, Path(listen[len("unix://") :])))
     else:
-        print(f"mmo-codex-standin: unsupported --listen {listen!r} (use stdio:// or unix://PATH)",
-              file=sys.stderr)
+        print(
+            f"mmo-codex-standin: unsupported --listen {listen!r} (use stdio:// or unix://PATH)",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

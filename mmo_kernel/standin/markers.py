@@ -87,14 +87,16 @@ def _sleep(text: str) -> float:
 
 
 def parse(turn_text: str, first_input: str = "") -> Markers:
-    """Markers for a turn whose input is ``turn_text`` on a thread that began with ``first_input``."""
+    """Markers for a turn with input ``turn_text`` on a thread begun with ``first_input``."""
     inherited = first_input if first_input != turn_text else ""
     flags = _flags(turn_text, INHERITED_FLAGS + TURN_FLAGS) | _flags(inherited, INHERITED_FLAGS)
     return Markers(
         sleep_seconds=max(_sleep(turn_text), _sleep(inherited)),
         flags=frozenset(flags),
         writes=tuple(FileWrite(path=p, content=c) for p, c in _WRITE.findall(turn_text)),
-        tool_calls=tuple(ToolCall(name=n, arguments=_arguments(a)) for n, a in _TOOL.findall(turn_text)),
+        tool_calls=tuple(
+            ToolCall(name=n, arguments=_arguments(a)) for n, a in _TOOL.findall(turn_text)
+        ),
     )
 
 

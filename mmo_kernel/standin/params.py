@@ -67,7 +67,9 @@ class ThreadIdParams(_Params):
 class GoalSetParams(_Params):
     threadId: str
     objective: str | None = None
-    status: Literal["active", "paused", "blocked", "usageLimited", "budgetLimited", "complete"] | None = None
+    status: (
+        Literal["active", "paused", "blocked", "usageLimited", "budgetLimited", "complete"] | None
+    ) = None
     tokenBudget: int | None = None
 
 

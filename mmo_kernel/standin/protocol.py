@@ -36,7 +36,13 @@ def uuid7() -> str:
     """A UUIDv7 like Codex's ids: time-ordered, so sorted ids follow creation."""
     millis = now_ms() & ((1 << 48) - 1)
     rand = int.from_bytes(os.urandom(10), "big")
-    value = (millis << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    value = (
+        (millis << 80)
+        | (0x7 << 76)
+        | ((rand >> 62) & 0xFFF) << 64
+        | (0b10 << 62)
+        | (rand & ((1 << 62) - 1))
+    )
     return str(uuid.UUID(int=value))
 
 

@@ -68,8 +68,9 @@ class Server:
         for conn in list(thread.subscribers):
             conn.notify(method, body)
 
-    async def ask(self, thread: ThreadState, method: str, body: dict[str, Any],
-                  prefix: str | None = None) -> dict[str, Any]:
+    async def ask(
+        self, thread: ThreadState, method: str, body: dict[str, Any], prefix: str | None = None
+    ) -> dict[str, Any]:
         """Send a server request to every subscriber; the first answer wins."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         entry = {"method": method, "params": body, "prefix": prefix, "future": future, "ids": {}}
@@ -82,14 +83,18 @@ class Server:
             thread.pending_requests.remove(entry)
             for conn, request_id in entry["ids"].items():
                 conn.waiting.pop(request_id, None)
-                conn.notify("serverRequest/resolved", {"threadId": thread.id, "requestId": request_id})
+                conn.notify(
+                    "serverRequest/resolved", {"threadId": thread.id, "requestId": request_id}
+                )
 
     def subscribe(self, thread: ThreadState, conn: Connection) -> None:
         if conn in thread.subscribers:
             return
         thread.subscribers.add(conn)
         for entry in thread.pending_requests:  # a re-attached client sees what is waiting
-            entry["ids"][conn] = conn.request(entry["method"], entry["params"], entry["future"], entry["prefix"])
+            entry["ids"][conn] = conn.request(
+                entry["method"], entry["params"], entry["future"], entry["prefix"]
+            )
 
     def drop(self, conn: Connection) -> None:
         conn.closed = True
@@ -119,38 +124,65 @@ class Server:
         info = body.clientInfo
         return {
             "userAgent": f"{info.name}/{shapes.CLI_VERSION} (mmo stand-in; {platform.machine()}) "
-                         f"({info.name}; {info.version})",
-            "codexHome": str(self.home), "platformFamily": "unix", "platformOs": "linux",
+            f"({info.name}; {info.version})",
+            "codexHome": str(self.home),
+            "platformFamily": "unix",
+            "platformOs": "linux",
         }
 
     # -- threads ---------------------------------------------------------------
-    def _overrides(self, body: params.ThreadOverrides, thread: ThreadState | None = None) -> dict[str, Any]:
+    def _overrides(
+        self, body: params.ThreadOverrides, thread: ThreadState | None = None
+    ) -> dict[str, Any]:
         base_cwd = Path(thread.cwd) if thread else self.cwd
         cwd = str((self.cwd / body.cwd).resolve()) if body.cwd else str(base_cwd)
         return {
             "cwd": cwd,
-            "model": body.model or (thread.model if thread else self.config.get("model", "gpt-5.5")),
-            "model_provider": body.modelProvider or (
-                thread.model_provider if thread else self.config.get("model_provider", "openai")),
-            "approval_policy": body.approvalPolicy or (
-                thread.approval_policy if thread else self.config.get("approval_policy", "on-request")),
-            "sandbox": shapes.sandbox_policy(body.sandbox) if body.sandbox else (
-                thread.sandbox if thread else shapes.sandbox_policy(self.config.get("sandbox_mode", "read-only"))),
+            "model": body.model
+            or (thread.model if thread else self.config.get("model", "gpt-5.5")),
+            "model_provider": body.modelProvider
+            or (thread.model_provider if thread else self.config.get("model_provider", "openai")),
+            "approval_policy": body.approvalPolicy
+            or (
+                thread.approval_policy
+                if thread
+                else self.config.get("approval_policy", "on-request")
+            ),
+            "sandbox": shapes.sandbox_policy(body.sandbox)
+            if body.sandbox
+            else (
+                thread.sandbox
+                if thread
+                else shapes.sandbox_policy(self.config.get("sandbox_mode", "read-only"))
+            ),
         }
 
     def _response(self, thread: ThreadState, include_turns: bool) -> dict[str, Any]:
         return {
-            "thread": thread.wire(include_turns=include_turns), "model": thread.model,
-            "modelProvider": thread.model_provider, "serviceTier": None, "cwd": thread.cwd,
-            "instructionSources": [], "approvalPolicy": thread.approval_policy,
-            "approvalsReviewer": "user", "sandbox": thread.sandbox, "reasoningEffort": None,
+            "thread": thread.wire(include_turns=include_turns),
+            "model": thread.model,
+            "modelProvider": thread.model_provider,
+            "serviceTier": None,
+            "cwd": thread.cwd,
+            "instructionSources": [],
+            "approvalPolicy": thread.approval_policy,
+            "approvalsReviewer": "user",
+            "sandbox": thread.sandbox,
+            "reasoningEffort": None,
         }
 
-    def _new_thread(self, conn: Connection, settings: dict[str, Any], ephemeral: bool) -> ThreadState:
+    def _new_thread(
+        self, conn: Connection, settings: dict[str, Any], ephemeral: bool
+    ) -> ThreadState:
         thread_id = uuid7()
         created = now_s()
-        thread = ThreadState(id=thread_id, created_at=created, ephemeral=ephemeral,
-                             originator=conn.client_name, **settings)
+        thread = ThreadState(
+            id=thread_id,
+            created_at=created,
+            ephemeral=ephemeral,
+            originator=conn.client_name,
+            **settings,
+        )
         if not ephemeral:
             thread.path = store.rollout_path(self.home, thread_id, created)
             thread.lock = store.WriterLock(self.home, thread_id)
@@ -191,14 +223,21 @@ class Server:
     def _after_resume(self, conn: Connection, thread: ThreadState) -> None:
         if thread.total_usage:
             last = thread.turns[-1]["id"] if thread.turns else ""
-            conn.notify("thread/tokenUsage/updated", {
-                "threadId": thread.id, "turnId": last,
-                "tokenUsage": shapes.token_usage(thread.total_usage, thread.total_usage)})
+            conn.notify(
+                "thread/tokenUsage/updated",
+                {
+                    "threadId": thread.id,
+                    "turnId": last,
+                    "tokenUsage": shapes.token_usage(thread.total_usage, thread.total_usage),
+                },
+            )
         goal = self.side.load_goal(thread.id)
         if goal is None:
             conn.notify("thread/goal/cleared", {"threadId": thread.id})
         else:
-            conn.notify("thread/goal/updated", {"threadId": thread.id, "turnId": None, "goal": goal})
+            conn.notify(
+                "thread/goal/updated", {"threadId": thread.id, "turnId": None, "goal": goal}
+            )
 
     def _source(self, thread_id: str) -> ThreadState:
         if thread_id in self.threads:

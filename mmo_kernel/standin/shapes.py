@@ -17,8 +17,13 @@ def sandbox_policy(mode: Any) -> dict[str, Any]:
     if mode == "danger-full-access":
         return {"type": "dangerFullAccess"}
     if mode == "workspace-write":
-        return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False,
-                "excludeTmpdirEnvVar": False, "excludeSlashTmp": False}
+        return {
+            "type": "workspaceWrite",
+            "writableRoots": [],
+            "networkAccess": False,
+            "excludeTmpdirEnvVar": False,
+            "excludeSlashTmp": False,
+        }
     return {"type": "readOnly", "networkAccess": False}
 
 
@@ -33,28 +38,64 @@ def user_message(item_id: str, text_inputs: list[dict[str, Any]]) -> dict[str, A
 
 
 def agent_message(item_id: str, text: str) -> dict[str, Any]:
-    return {"type": "agentMessage", "id": item_id, "text": text, "phase": None,
-            "memoryCitation": None, "moderation": None, "delivery": None, "questions": None}
+    return {
+        "type": "agentMessage",
+        "id": item_id,
+        "text": text,
+        "phase": None,
+        "memoryCitation": None,
+        "moderation": None,
+        "delivery": None,
+        "questions": None,
+    }
 
 
-def command_execution(item_id: str, command: str, cwd: str, status: str,
-                      output: str | None = None, exit_code: int | None = None) -> dict[str, Any]:
-    return {"type": "commandExecution", "id": item_id, "command": command, "cwd": cwd,
-            "processId": None, "source": "agent", "status": status,
-            "commandActions": [{"type": "unknown", "command": command}],
-            "aggregatedOutput": output, "exitCode": exit_code, "durationMs": None}
+def command_execution(
+    item_id: str,
+    command: str,
+    cwd: str,
+    status: str,
+    output: str | None = None,
+    exit_code: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": "commandExecution",
+        "id": item_id,
+        "command": command,
+        "cwd": cwd,
+        "processId": None,
+        "source": "agent",
+        "status": status,
+        "commandActions": [{"type": "unknown", "command": command}],
+        "aggregatedOutput": output,
+        "exitCode": exit_code,
+        "durationMs": None,
+    }
 
 
 def file_change(item_id: str, changes: list[dict[str, Any]], status: str) -> dict[str, Any]:
     return {"type": "fileChange", "id": item_id, "changes": changes, "status": status}
 
 
-def dynamic_tool_call(item_id: str, tool: str, arguments: Any, status: str,
-                      content: list | None = None, success: bool | None = None) -> dict[str, Any]:
-    return {"type": "dynamicToolCall", "id": item_id, "namespace": None, "tool": tool,
-            "arguments": arguments, "status": status, "contentItems": content,
-            "success": success, "durationMs": None}
-
+def dynamic_tool_call(
+    item_id: str,
+    tool: str,
+    arguments: Any,
+    status: str,
+    content: list | None = None,
+    success: bool | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": "dynamicToolCall",
+        "id": item_id,
+        "namespace": None,
+        "tool": tool,
+        "arguments": arguments,
+        "status": status,
+        "contentItems": content,
+        "success": success,
+        "durationMs": None,
+    }
 
 
 def turn(record: dict[str, Any], *, view: str) -> dict[str, Any]:
@@ -65,16 +106,27 @@ def turn(record: dict[str, Any], *, view: str) -> dict[str, Any]:
     elif view == "notLoaded":
         items = []
     return {
-        "id": record["id"], "rootTurnId": record["id"], "items": items, "itemsView": view,
-        "status": record["status"], "error": record["error"], "startedAt": record["startedAt"],
-        "completedAt": record["completedAt"], "durationMs": record["durationMs"],
+        "id": record["id"],
+        "rootTurnId": record["id"],
+        "items": items,
+        "itemsView": view,
+        "status": record["status"],
+        "error": record["error"],
+        "startedAt": record["startedAt"],
+        "completedAt": record["completedAt"],
+        "durationMs": record["durationMs"],
     }
 
 
 def usage_breakdown(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {"totalTokens": input_tokens + output_tokens, "inputTokens": input_tokens,
-            "cachedInputTokens": 0, "cacheWriteInputTokens": 0,
-            "outputTokens": output_tokens, "reasoningOutputTokens": 0}
+    return {
+        "totalTokens": input_tokens + output_tokens,
+        "inputTokens": input_tokens,
+        "cachedInputTokens": 0,
+        "cacheWriteInputTokens": 0,
+        "outputTokens": output_tokens,
+        "reasoningOutputTokens": 0,
+    }
 
 
 def add_usage(total: dict[str, int] | None, last: dict[str, int]) -> dict[str, int]:

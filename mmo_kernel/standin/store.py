@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,11 @@ from .protocol import RpcError
 
 
 def iso_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def rollout_path(home: Path, thread_id: str, created_at: int) -> Path:
-    stamp = datetime.fromtimestamp(created_at, timezone.utc)
+    stamp = datetime.fromtimestamp(created_at, UTC)
     day = home / "sessions" / stamp.strftime("%Y/%m/%d")
     return day / f"rollout-{stamp.strftime('%Y-%m-%dT%H-%M-%S')}-{thread_id}.jsonl"
 
@@ -69,9 +69,15 @@ def read_rollout(path: Path) -> dict[str, Any]:
             turn_id = payload.get("turn_id")
             if event == "task_started":
                 turns[turn_id] = {
-                    "id": turn_id, "status": "interrupted", "error": None, "items": [],
-                    "startedAt": payload.get("started_at"), "completedAt": None, "durationMs": None,
-                    "input_text": payload.get("input_text", ""), "output_schema": payload.get("output_schema"),
+                    "id": turn_id,
+                    "status": "interrupted",
+                    "error": None,
+                    "items": [],
+                    "startedAt": payload.get("started_at"),
+                    "completedAt": None,
+                    "durationMs": None,
+                    "input_text": payload.get("input_text", ""),
+                    "output_schema": payload.get("output_schema"),
                 }
             elif event == "item_completed" and turn_id in turns:
                 turns[turn_id]["items"].append(payload["item"])
@@ -79,8 +85,10 @@ def read_rollout(path: Path) -> dict[str, Any]:
                 turns[turn_id]["input_text"] = payload.get("input_text", "")
             elif event == "task_complete" and turn_id in turns:
                 turns[turn_id].update(
-                    status=payload["status"], error=payload.get("error"),
-                    completedAt=payload.get("completed_at"), durationMs=payload.get("duration_ms"),
+                    status=payload["status"],
+                    error=payload.get("error"),
+                    completedAt=payload.get("completed_at"),
+                    durationMs=payload.get("duration_ms"),
                 )
             elif event == "token_count":
                 usage = payload.get("info")

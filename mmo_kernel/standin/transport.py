@@ -43,7 +43,7 @@ async def serve_stdio(server: Server) -> None:
 
 
 async def serve_unix(server: Server, path: Path) -> None:
-    """``--listen unix://PATH``: WebSocket over a unix socket, like real Codex; runs until SIGTERM."""
+    """``--listen unix://PATH``: WebSocket over a unix socket, like real Codex; until SIGTERM."""
     if path.exists() or path.is_symlink():
         path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,11 +52,18 @@ async def serve_unix(server: Server, path: Path) -> None:
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await server_handshake(reader, writer)
-        except (WebSocketClosed, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except (
+            WebSocketClosed,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+        ):
             writer.close()
             return
-        conn = Connection(lambda data: writer.write(encode_frame(OP_TEXT, data, mask=False)),
-                          f"unix-{next(counter)}")
+        conn = Connection(
+            lambda data: writer.write(encode_frame(OP_TEXT, data, mask=False)),
+            f"unix-{next(counter)}",
+        )
         try:
             while True:
                 await server.handle(conn, _decode(await read_message(reader, writer)))

@@ -25,21 +25,37 @@ def _texts(inputs: list[params.UserInput]) -> tuple[list[dict[str, Any]], str]:
 
 def _pending_view(record: dict[str, Any]) -> dict[str, Any]:
     """The ``turn/start`` response: the turn as queued, before it started."""
-    return dict(shapes.turn(record, view="notLoaded"), status="inProgress", startedAt=None,
-                completedAt=None, durationMs=None)
+    return dict(
+        shapes.turn(record, view="notLoaded"),
+        status="inProgress",
+        startedAt=None,
+        completedAt=None,
+        durationMs=None,
+    )
 
 
 def _begin(thread: ThreadState, kind: str, text: str, schema: dict | None) -> ActiveTurn:
-    record = {"id": uuid7(), "status": "inProgress", "error": None, "items": [], "startedAt": now_s(),
-              "completedAt": None, "durationMs": None, "input_text": text, "output_schema": schema,
-              "kind": kind}
+    record = {
+        "id": uuid7(),
+        "status": "inProgress",
+        "error": None,
+        "items": [],
+        "startedAt": now_s(),
+        "completedAt": None,
+        "durationMs": None,
+        "input_text": text,
+        "output_schema": schema,
+        "kind": kind,
+    }
     thread.turns.append(record)
     thread.active = ActiveTurn(record=record, started_monotonic=time.monotonic())
     return thread.active
 
 
 def _launch(server, thread: ThreadState, active: ActiveTurn, entries: list[dict[str, Any]]) -> None:
-    active.task = asyncio.get_running_loop().create_task(runner.run_turn(server, thread, active, entries))
+    active.task = asyncio.get_running_loop().create_task(
+        runner.run_turn(server, thread, active, entries)
+    )
 
 
 def add_user_input(server, thread: ThreadState, entries: list[dict[str, Any]], text: str) -> None:
@@ -54,8 +70,10 @@ def add_user_input(server, thread: ThreadState, entries: list[dict[str, Any]], t
     if text:
         active.extra_text.append(text)
         record["input_text"] = "\n".join(filter(None, [record["input_text"], text]))
-        thread.persist("event_msg", {"type": "user_input", "turn_id": record["id"],
-                                     "input_text": record["input_text"]})
+        thread.persist(
+            "event_msg",
+            {"type": "user_input", "turn_id": record["id"], "input_text": record["input_text"]},
+        )
 
 
 async def turn_start(server, conn: Connection, raw: Any, after: list) -> dict[str, Any]:
@@ -145,5 +163,12 @@ async def compact_start(server, conn: Connection, raw: Any, after: list) -> dict
     return {}
 
 
-__all__ = ["GOAL_TURN_LATENCY", "start_goal_turn", "turn_start", "turn_steer", "turn_interrupt",
-           "compact_start", "now_ms"]
+__all__ = [
+    "GOAL_TURN_LATENCY",
+    "start_goal_turn",
+    "turn_start",
+    "turn_steer",
+    "turn_interrupt",
+    "compact_start",
+    "now_ms",
+]

@@ -17,31 +17,42 @@ import pytest
 from mmo_kernel.codex_cli import project_codex
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = {"type": "object", "properties": {"summary": {"type": "string"}, "score": {"type": "integer"}},
-          "required": ["summary", "score"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}, "score": {"type": "integer"}},
+    "required": ["summary", "score"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
 def protocol_schema(tmp_path_factory) -> dict:
     codex = project_codex(ROOT)
     if codex is None:
-        pytest.fail("the pinned real Codex CLI is not installed in .codex-cli/: run `make setup` "
-                    "(or `.ci/run`), which installs it, then rerun this test")
+        pytest.fail(
+            "the pinned real Codex CLI is not installed in .codex-cli/: run `make setup` "
+            "(or `.ci/run`), which installs it, then rerun this test"
+        )
     out = tmp_path_factory.mktemp("codex-schema")
-    subprocess.run([str(codex), "app-server", "generate-json-schema", "--experimental", "--out", str(out)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [str(codex), "app-server", "generate-json-schema", "--experimental", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return json.loads((out / "codex_app_server_protocol.schemas.json").read_text())
 
 
 def _validator(bundle: dict, definition: str) -> jsonschema.Draft7Validator:
     """Definitions sit at the top level (v1, envelopes) or under ``definitions/v2``."""
     where = "" if definition in bundle["definitions"] else "v2/"
-    return jsonschema.Draft7Validator({"$ref": f"#/definitions/{where}{definition}",
-                                       "definitions": bundle["definitions"]})
+    return jsonschema.Draft7Validator(
+        {"$ref": f"#/definitions/{where}{definition}", "definitions": bundle["definitions"]}
+    )
 
 
 def _response_definition(bundle: dict, method: str) -> str:
-    """``thread/goal/set`` → ``ThreadGoalSetResponse`` (v1 ``initialize`` → ``InitializeResponse``)."""
+    """``thread/goal/set`` → ``ThreadGoalSetResponse``; ``initialize`` → ``InitializeResponse``."""
     name = "".join(part[:1].upper() + part[1:] for part in method.split("/")) + "Response"
     if name not in bundle["definitions"] and name not in bundle["definitions"]["v2"]:
         pytest.fail(f"the real protocol has no {name} definition for {method}")
@@ -52,9 +63,17 @@ def _conversation(client, workspace: Path) -> None:
     client.request("thread/start")  # before initialize: an error response
     client.initialize(experimentalApi=True)
     client.request("initialize", {"clientInfo": {"name": "again", "version": "1"}})
-    tools = [{"type": "function", "name": "lookup", "description": "d", "inputSchema": {"type": "object"}}]
-    thread = client.call("thread/start", {"cwd": str(workspace), "sandbox": "workspace-write",
-                                          "dynamicTools": tools})["thread"]["id"]
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "d",
+            "inputSchema": {"type": "object"},
+        }
+    ]
+    thread = client.call(
+        "thread/start", {"cwd": str(workspace), "sandbox": "workspace-write", "dynamicTools": tools}
+    )["thread"]["id"]
     client.request("thread/read", {"threadId": thread, "includeTurns": True})
     client.run_turn(thread, "plain turn FAKE_WRITE notes/a.txt::hello")
     client.run_turn(thread, "structured", outputSchema=SCHEMA)
@@ -64,7 +83,10 @@ def _conversation(client, workspace: Path) -> None:
     client.run_turn(thread, "FAKE_NOTIFY_BEFORE_RESPONSE")
     # server requests
     turn = client.start_turn(thread, "FAKE_REQUEST_COMMAND_APPROVAL")
-    client.respond(client.server_request("item/commandExecution/requestApproval")["id"], {"decision": "decline"})
+    client.respond(
+        client.server_request("item/commandExecution/requestApproval")["id"],
+        {"decision": "decline"},
+    )
     client.turn_completed(turn)
     turn = client.start_turn(thread, "FAKE_REQUEST_USER_INPUT")
     request = client.server_request("item/tool/requestUserInput")
@@ -72,14 +94,24 @@ def _conversation(client, workspace: Path) -> None:
     client.turn_completed(turn)
     turn = client.start_turn(thread, 'FAKE_DYNAMIC_TOOL_CALL lookup {"q": 1}')
     request = client.server_request("item/tool/call")
-    client.respond(request["id"], {"contentItems": [{"type": "inputText", "text": "found"}], "success": True})
+    client.respond(
+        request["id"], {"contentItems": [{"type": "inputText", "text": "found"}], "success": True}
+    )
     client.turn_completed(turn)
     # steer, join, interrupt
     turn = client.start_turn(thread, "FAKE_SLEEP=5")
-    client.request("turn/start", {"threadId": thread, "input": [{"type": "text", "text": "joined"}]})
+    client.request(
+        "turn/start", {"threadId": thread, "input": [{"type": "text", "text": "joined"}]}
+    )
     client.request("turn/steer", {"threadId": thread, "expectedTurnId": "wrong", "input": []})
-    client.call("turn/steer", {"threadId": thread, "expectedTurnId": turn,
-                               "input": [{"type": "text", "text": "finish now"}]})
+    client.call(
+        "turn/steer",
+        {
+            "threadId": thread,
+            "expectedTurnId": turn,
+            "input": [{"type": "text", "text": "finish now"}],
+        },
+    )
     client.turn_completed(turn)
     turn = client.start_turn(thread, "FAKE_SLEEP=5")
     client.call("turn/interrupt", {"threadId": thread, "turnId": turn})
@@ -87,12 +119,18 @@ def _conversation(client, workspace: Path) -> None:
     client.request("turn/interrupt", {"threadId": thread, "turnId": turn})
     # goals
     client.request("thread/goal/get", {"threadId": thread})
-    client.call("thread/goal/set", {"threadId": thread, "objective": "ship it", "status": "paused",
-                                    "tokenBudget": 100000})
+    client.call(
+        "thread/goal/set",
+        {"threadId": thread, "objective": "ship it", "status": "paused", "tokenBudget": 100000},
+    )
     for objective in ("ship it", "second goal"):
         mark = len(client.received)
-        client.call("thread/goal/set", {"threadId": thread, "objective": objective, "status": "active"})
-        client.notification("thread/goal/updated", start=mark, where=lambda p: p["goal"]["status"] == "complete")
+        client.call(
+            "thread/goal/set", {"threadId": thread, "objective": objective, "status": "active"}
+        )
+        client.notification(
+            "thread/goal/updated", start=mark, where=lambda p: p["goal"]["status"] == "complete"
+        )
         client.notification("turn/completed", start=mark)
     client.run_turn(thread, "FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN")
     client.request("thread/goal/clear", {"threadId": thread})
@@ -104,7 +142,9 @@ def _conversation(client, workspace: Path) -> None:
     client.request("bogus/method")
 
 
-def test_every_emitted_message_matches_the_real_protocol(protocol_schema, spawn_standin, standin_workspace):
+def test_every_emitted_message_matches_the_real_protocol(
+    protocol_schema, spawn_standin, standin_workspace
+):
     client = spawn_standin()
     _conversation(client, standin_workspace)
     methods = {m["id"]: m["method"] for m in client.sent if "method" in m and "id" in m}
@@ -122,17 +162,44 @@ def test_every_emitted_message_matches_the_real_protocol(protocol_schema, spawn_
             validator, label = errors, "error response"
         else:
             method = methods[message["id"]]
-            validator, label = _validator(protocol_schema, _response_definition(protocol_schema, method)), method
+            validator, label = (
+                _validator(protocol_schema, _response_definition(protocol_schema, method)),
+                method,
+            )
             message = message["result"]
-        problems = [f"{e.message} at {list(e.absolute_path)}" for e in validator.iter_errors(message)]
+        problems = [
+            f"{e.message} at {list(e.absolute_path)}" for e in validator.iter_errors(message)
+        ]
         assert not problems, f"{label}: {problems[:3]}\n{json.dumps(message)[:2000]}"
         seen.add(label)
     expected = {
-        "thread/started", "thread/status/changed", "turn/started", "item/started", "item/completed",
-        "item/agentMessage/delta", "thread/tokenUsage/updated", "thread/goal/updated", "thread/goal/cleared",
-        "turn/completed", "error", "serverRequest/resolved", "item/tool/requestUserInput",
-        "item/commandExecution/requestApproval", "item/tool/call", "initialize", "thread/start",
-        "thread/resume", "thread/fork", "thread/read", "thread/compact/start", "thread/goal/set",
-        "thread/goal/get", "thread/goal/clear", "turn/start", "turn/steer", "turn/interrupt", "error response",
+        "thread/started",
+        "thread/status/changed",
+        "turn/started",
+        "item/started",
+        "item/completed",
+        "item/agentMessage/delta",
+        "thread/tokenUsage/updated",
+        "thread/goal/updated",
+        "thread/goal/cleared",
+        "turn/completed",
+        "error",
+        "serverRequest/resolved",
+        "item/tool/requestUserInput",
+        "item/commandExecution/requestApproval",
+        "item/tool/call",
+        "initialize",
+        "thread/start",
+        "thread/resume",
+        "thread/fork",
+        "thread/read",
+        "thread/compact/start",
+        "thread/goal/set",
+        "thread/goal/get",
+        "thread/goal/clear",
+        "turn/start",
+        "turn/steer",
+        "turn/interrupt",
+        "error response",
     }
     assert expected <= seen, f"not covered: {sorted(expected - seen)}"

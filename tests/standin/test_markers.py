@@ -53,7 +53,9 @@ def test_crash_once_mid_turn_then_resume(client, spawn_standin):
     assert client.proc.wait(timeout=10) != 0
     other, resumed = _resume_after_crash(spawn_standin, thread)
     assert [t["status"] for t in resumed["turns"]] == ["interrupted"]
-    assert other.run_turn(thread, "retry FAKE_APP_SERVER_CRASH_ONCE")["status"] == "completed", "once per thread"
+    assert other.run_turn(thread, "retry FAKE_APP_SERVER_CRASH_ONCE")["status"] == "completed", (
+        "once per thread"
+    )
 
 
 def test_crash_after_persist_reads_back_completed(client, spawn_standin):
@@ -71,7 +73,9 @@ def test_crash_during_finalization(client, spawn_standin):
     thread = client.start_thread()
     client.call("thread/goal/set", {"threadId": thread, "objective": "o", "status": "paused"})
     client.call("thread/goal/set", {"threadId": thread, "status": "active"})
-    work = client.run_turn(thread, "FAKE_APP_SERVER_CRASH_DURING_FINALIZATION_ONCE call update_goal")
+    work = client.run_turn(
+        thread, "FAKE_APP_SERVER_CRASH_DURING_FINALIZATION_ONCE call update_goal"
+    )
     assert work["status"] == "completed", "not a finalization turn: no crash"
     assert client.call("thread/goal/get", {"threadId": thread})["goal"]["status"] == "complete"
     schema = {"type": "object", "properties": {"r": {"type": "string"}}, "required": ["r"]}
@@ -103,7 +107,9 @@ def test_user_input_waits_and_interrupt_abandons_it(client):
     thread = client.start_thread()
     turn = client.start_turn(thread, "FAKE_REQUEST_USER_INPUT")
     client.server_request("item/tool/requestUserInput")
-    flags = client.notification("thread/status/changed", where=lambda p: p["status"].get("activeFlags"))
+    flags = client.notification(
+        "thread/status/changed", where=lambda p: p["status"].get("activeFlags")
+    )
     assert flags["status"]["activeFlags"] == ["waitingOnUserInput"]
     client.call("turn/interrupt", {"threadId": thread, "turnId": turn})
     assert client.turn_completed(turn)["status"] == "interrupted"
@@ -123,7 +129,9 @@ def test_write_and_orphan(client, standin_workspace):
     done = client.run_turn(thread, "FAKE_WRITE out/result.txt::forty two\nFAKE_ORPHAN_CHILD")
     assert done["status"] == "completed"
     assert (standin_workspace / "out" / "result.txt").read_text() == "forty two\n"
-    change = client.notification("item/completed", where=lambda p: p["item"]["type"] == "fileChange")["item"]
+    change = client.notification(
+        "item/completed", where=lambda p: p["item"]["type"] == "fileChange"
+    )["item"]
     assert change["status"] == "completed" and change["changes"][0]["kind"] == {"type": "add"}
     pid = int((standin_workspace / "fake-orphan.pid").read_text())
     assert os.getpgid(pid) == client.proc.pid, "the orphan stays in the app-server's process group"
@@ -135,7 +143,9 @@ def test_write_and_orphan(client, standin_workspace):
 def test_write_refused_by_read_only_sandbox(client, standin_workspace):
     thread = client.start_thread(sandbox="read-only")
     client.run_turn(thread, "FAKE_WRITE x.txt::nope")
-    change = client.notification("item/completed", where=lambda p: p["item"]["type"] == "fileChange")["item"]
+    change = client.notification(
+        "item/completed", where=lambda p: p["item"]["type"] == "fileChange"
+    )["item"]
     assert change["status"] == "failed" and not (standin_workspace / "x.txt").exists()
 
 
@@ -150,7 +160,10 @@ def test_empty_result_and_sleep(client):
 
 def test_goal_budget_and_marker_semantics(client):
     thread = client.start_thread()
-    client.call("thread/goal/set", {"threadId": thread, "objective": "o", "status": "paused", "tokenBudget": 50})
+    client.call(
+        "thread/goal/set",
+        {"threadId": thread, "objective": "o", "status": "paused", "tokenBudget": 50},
+    )
     client.call("thread/goal/set", {"threadId": thread, "status": "active"})
     done = client.notification("turn/completed")["turn"]
     goal = client.call("thread/goal/get", {"threadId": thread})["goal"]
@@ -158,7 +171,10 @@ def test_goal_budget_and_marker_semantics(client):
     assert goal["tokensUsed"] == 100 + len("o") + len("FAKE_CODEX_OK") // 4
     assert done["status"] == "completed"
     budget = client.start_thread()
-    client.call("thread/goal/set", {"threadId": budget, "objective": "big", "status": "paused", "tokenBudget": 50})
+    client.call(
+        "thread/goal/set",
+        {"threadId": budget, "objective": "big", "status": "paused", "tokenBudget": 50},
+    )
     client.call("thread/goal/set", {"threadId": budget, "status": "active", "tokenBudget": 50})
     client.call("thread/goal/set", {"threadId": budget, "status": "paused"})
     client.call("thread/goal/set", {"threadId": budget, "status": "active"})
@@ -170,14 +186,19 @@ def test_goal_budget_and_marker_semantics(client):
     assert updated["goal"]["status"] == "complete"
     assert client.turn_completed(turn)["status"] == "completed"
     limited = client.start_thread()
-    client.call("thread/goal/set", {"threadId": limited, "objective": "l", "status": "paused", "tokenBudget": 1000})
+    client.call(
+        "thread/goal/set",
+        {"threadId": limited, "objective": "l", "status": "paused", "tokenBudget": 1000},
+    )
     turn = client.start_turn(limited, "FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN FAKE_SLEEP=0.3")
     client.call("thread/goal/set", {"threadId": limited, "status": "active"})
     client.turn_completed(turn)
     goal = client.call("thread/goal/get", {"threadId": limited})["goal"]
     assert goal["status"] == "budgetLimited" and goal["tokensUsed"] >= 1000
     client.call("thread/goal/set", {"threadId": limited, "status": "paused"})
-    assert client.call("thread/goal/get", {"threadId": limited})["goal"]["status"] == "budgetLimited"
+    assert (
+        client.call("thread/goal/get", {"threadId": limited})["goal"]["status"] == "budgetLimited"
+    )
     assert client.call("thread/goal/clear", {"threadId": limited}) == {"cleared": True}
     assert client.call("thread/goal/clear", {"threadId": limited}) == {"cleared": False}
     with pytest.raises(RpcFailure):
@@ -186,7 +207,10 @@ def test_goal_budget_and_marker_semantics(client):
 
 def test_goal_budget_limit_after_turn(client):
     thread = client.start_thread()
-    client.call("thread/goal/set", {"threadId": thread, "objective": "o", "status": "paused", "tokenBudget": 20})
+    client.call(
+        "thread/goal/set",
+        {"threadId": thread, "objective": "o", "status": "paused", "tokenBudget": 20},
+    )
     turn = client.start_turn(thread, "FAKE_SLEEP=0.3 work without finishing")
     client.call("thread/goal/set", {"threadId": thread, "status": "active"})
     client.turn_completed(turn)

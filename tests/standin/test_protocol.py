@@ -22,8 +22,12 @@ def test_initialize_rules_and_unknown_methods(spawn_standin, standin_home):
     assert result["codexHome"] == str(standin_home)
     assert (result["platformFamily"], result["platformOs"]) == ("unix", "linux")
     assert result["userAgent"].startswith("mmo-test/0.169.0")
-    assert client.request("initialize", {"clientInfo": {"name": "x", "version": "1"}})["error"]["message"] == \
-        "Already initialized"
+    assert (
+        client.request("initialize", {"clientInfo": {"name": "x", "version": "1"}})["error"][
+            "message"
+        ]
+        == "Already initialized"
+    )
     error = client.request("no/such")["error"]
     assert error["code"] == -32600 and "unknown variant `no/such`" in error["message"]
     client.send({"id": 5})  # not JSON-RPC we understand; ignored
@@ -49,10 +53,20 @@ def test_simple_turn_order_usage_and_ids(spawn_standin):
     methods = [m.get("method") for m in client.received]
     start = methods.index("turn/started")
     assert methods[start - 1] == "thread/status/changed"
-    assert methods[start:] == ["turn/started", "item/started", "item/completed", "item/started",
-                               "item/agentMessage/delta", "item/completed", "thread/tokenUsage/updated",
-                               "thread/status/changed", "turn/completed"]
-    response_index = next(i for i, m in enumerate(client.received) if m.get("result", {}).get("turn"))
+    assert methods[start:] == [
+        "turn/started",
+        "item/started",
+        "item/completed",
+        "item/started",
+        "item/agentMessage/delta",
+        "item/completed",
+        "thread/tokenUsage/updated",
+        "thread/status/changed",
+        "turn/completed",
+    ]
+    response_index = next(
+        i for i, m in enumerate(client.received) if m.get("result", {}).get("turn")
+    )
     assert response_index < start, "notifications follow the turn/start response"
     assert done["status"] == "completed" and done["itemsView"] == "summary"
     assert done["items"][0]["text"] == "FAKE_CODEX_OK"
@@ -66,8 +80,11 @@ def test_output_schema_gives_valid_json(spawn_standin):
     client = spawn_standin()
     client.initialize()
     thread = client.start_thread()
-    schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}, "notes": {"type": "string"}},
-              "required": ["verdict", "notes"]}
+    schema = {
+        "type": "object",
+        "properties": {"verdict": {"enum": ["pass", "fail"]}, "notes": {"type": "string"}},
+        "required": ["verdict", "notes"],
+    }
     done = client.run_turn(thread, "review", outputSchema=schema)
     assert json.loads(done["items"][0]["text"]) == {"verdict": "pass", "notes": "FAKE_CODEX_OK"}
     done = client.run_turn(thread, "no schema now")
@@ -78,11 +95,15 @@ def test_contract_schema_in_prompt_and_invalid_first_result(spawn_standin):
     client = spawn_standin()
     client.initialize()
     thread = client.start_thread()
-    prompt = ('FAKE_INVALID_FIRST_RESULT Answer with JSON matching this schema:\n```json\n'
-              '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}\n```\n')
+    prompt = (
+        "FAKE_INVALID_FIRST_RESULT Answer with JSON matching this schema:\n```json\n"
+        '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}\n```\n'
+    )
     first = client.run_turn(thread, prompt)["items"][0]["text"]
     assert json.loads(first) != {"ok": True} and "ok" not in json.loads(first)
-    repaired = client.run_turn(thread, "Repair only the final JSON result: 'ok' is a required property")
+    repaired = client.run_turn(
+        thread, "Repair only the final JSON result: 'ok' is a required property"
+    )
     assert json.loads(repaired["items"][0]["text"]) == {"ok": True}
 
 
@@ -91,13 +112,23 @@ def test_join_steer_interrupt(spawn_standin):
     client.initialize()
     thread = client.start_thread()
     turn = client.start_turn(thread, "FAKE_SLEEP_SECONDS=30")
-    assert client.call("turn/start", {"threadId": thread, "input": [{"type": "text", "text": "more"}]})[
-        "turn"]["id"] == turn, "turn/start on an active turn joins it"
+    assert (
+        client.call(
+            "turn/start", {"threadId": thread, "input": [{"type": "text", "text": "more"}]}
+        )["turn"]["id"]
+        == turn
+    ), "turn/start on an active turn joins it"
     with pytest.raises(RpcFailure, match=f"expected active turn id `nope` but found `{turn}`"):
         client.call("turn/steer", {"threadId": thread, "expectedTurnId": "nope", "input": []})
     started = time.monotonic()
-    assert client.call("turn/steer", {"threadId": thread, "expectedTurnId": turn,
-                                      "input": [{"type": "text", "text": "wrap up"}]}) == {"turnId": turn}
+    assert client.call(
+        "turn/steer",
+        {
+            "threadId": thread,
+            "expectedTurnId": turn,
+            "input": [{"type": "text", "text": "wrap up"}],
+        },
+    ) == {"turnId": turn}
     assert client.turn_completed(turn)["status"] == "completed"
     assert time.monotonic() - started < 5, "steer cuts the sleep short"
     with pytest.raises(RpcFailure, match="no active turn to steer"):
@@ -111,7 +142,9 @@ def test_join_steer_interrupt(spawn_standin):
     with pytest.raises(RpcFailure, match="no active turn to interrupt"):
         client.call("turn/interrupt", {"threadId": thread, "turnId": turn})
     read = client.call("thread/read", {"threadId": thread, "includeTurns": True})["thread"]
-    texts = [i["content"][0]["text"] for i in read["turns"][0]["items"] if i["type"] == "userMessage"]
+    texts = [
+        i["content"][0]["text"] for i in read["turns"][0]["items"] if i["type"] == "userMessage"
+    ]
     assert texts == ["FAKE_SLEEP_SECONDS=30", "more", "wrap up"]
 
 
@@ -138,7 +171,9 @@ def test_persistence_resume_and_writer_lock(spawn_standin, standin_home):
     first = spawn_standin()
     first.initialize()
     thread = first.start_thread()
-    assert not list((standin_home / "sessions").glob("**/*.jsonl")), "no rollout before the first turn"
+    assert not list((standin_home / "sessions").glob("**/*.jsonl")), (
+        "no rollout before the first turn"
+    )
     second = spawn_standin()
     second.initialize()
     with pytest.raises(RpcFailure, match=f"no rollout found for thread id {thread}"):
@@ -175,8 +210,12 @@ def test_fork_and_read_not_loaded(spawn_standin):
 
 def test_unix_socket_websocket_transport(standin_home, standin_workspace, tmp_path):
     socket_path = tmp_path / "app.sock"
-    proc = subprocess.Popen([str(standin_executable()), "app-server", "--listen", f"unix://{socket_path}"],
-                            cwd=standin_workspace, start_new_session=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(standin_executable()), "app-server", "--listen", f"unix://{socket_path}"],
+        cwd=standin_workspace,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         host = UnixAppServerClient(socket_path)
         host.initialize()
@@ -204,7 +243,10 @@ def test_interactive_resume_stub_and_version(standin_home):
     assert out.strip() == "codex-cli 0.169.0 (mmo stand-in)"
     args = ["--remote", "unix:///tmp/x.sock", "resume", "01a227a4-0000-7000-8000-000000000000"]
     assert subprocess.run([exe, *args], env=os.environ).returncode == 0
-    rows = [json.loads(line) for line in (standin_home / "fake-interactive-invocations.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (standin_home / "fake-interactive-invocations.jsonl").read_text().splitlines()
+    ]
     assert rows == [{"args": args, "thread_id": "01a227a4-0000-7000-8000-000000000000"}]
     assert subprocess.run([exe, "resume"], capture_output=True).returncode == 2
 
