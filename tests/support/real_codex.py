@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import tomlkit
 
 from mmo_kernel.codex_cli import PINNED_CODEX_VERSION, project_codex
@@ -55,7 +56,8 @@ def write_config(home: Path, config: dict[str, Any]) -> Path:
         "sandbox_mode": "danger-full-access",
         "cli_auth_credentials_store": "file",
         "check_for_update_on_startup": False,
-        "features": {"plugins": False, "remote_plugin": False},
+        # shell_snapshot spawns a login shell at start-up that outlives the turn
+        "features": {"plugins": False, "remote_plugin": False, "shell_snapshot": False},
     }
     merged = _merge(base, config)
     home.mkdir(parents=True, exist_ok=True)
@@ -102,6 +104,10 @@ class AppServer:
 
     def __init__(self, home: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("CODEX_")}
+        # a private HOME: the user's dotfiles (and their login-shell cost) stay out of tests
+        private_home = home.parent / f"{home.name}-user-home"
+        private_home.mkdir(parents=True, exist_ok=True)
+        full_env["HOME"] = str(private_home)
         full_env.update(env or {})
         full_env["CODEX_HOME"] = str(home)
         full_env.setdefault("RUST_LOG", "error")
@@ -183,11 +189,24 @@ class AppServer:
         self.kill()
 
     def kill(self) -> None:
+        """SIGKILL the server's group and the groups of any children it moved out of it."""
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        groups = {self.proc.pid}
+        for child in children:
+            try:
+                groups.add(os.getpgid(child.pid))
+            except ProcessLookupError:
+                continue
+        for group in groups - {os.getpgrp()}:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait(10)
+        psutil.wait_procs(children, timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
