@@ -68,7 +68,7 @@ class Route(_Strict):
     default_model: str | None = None
     """Model key a binding to this route id selects when the route has several models."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Driver-specific options, validated by the route driver's ``Options`` model."""
+    """``[routes.<id>.options]``: driver-specific keys, validated by the driver's ``Options``."""
 
     @field_validator("id")
     @classmethod
@@ -173,10 +173,6 @@ class Model(_Strict):
                 "default_reasoning is set but reasoning_levels is empty (reasoning none)"
             )
         return self
-
-
-ROUTE_FIELDS = frozenset(Route.model_fields) - {"id", "options"}
-"""Keys of a ``[routes.<id>]`` table that are common to all drivers."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from . import paths
-from .catalog import ROUTE_FIELDS, Catalog, Model, Route
+from .catalog import Catalog, Model, Route
 from .drivers import RouteDriver
 from .errors import UnknownDriverError
 from .plugins import get_driver
@@ -101,21 +101,13 @@ class _Merge:
 
     def _add_route(self, route_id: str, table: dict[str, Any], file: Path) -> None:
         where = f"routes.{route_id}"
-        for reserved in ("id", "options"):
-            if reserved in table:
-                self.problems.append(
-                    problem(
-                        file,
-                        f"{where}.{reserved}",
-                        "unknown key (the id is the table name; driver options are written "
-                        "directly in the route table)",
-                    )
-                )
-                return
-        common = {k: v for k, v in table.items() if k in ROUTE_FIELDS}
-        options = {k: v for k, v in table.items() if k not in ROUTE_FIELDS}
+        if "id" in table:
+            self.problems.append(
+                problem(file, f"{where}.id", "unknown key (the id is the table name)")
+            )
+            return
         try:
-            route = Route.model_validate({"id": route_id, **common, "options": options})
+            route = Route.model_validate({"id": route_id, **table})
         except ValidationError as exc:
             self.problems.extend(validation_problems(exc, file, where))
             return
@@ -203,7 +195,8 @@ def _check_with_drivers(merge: _Merge) -> None:
             continue
         file = merge.sources[f"models.{key}"]
         try:
-            drivers[model.route].validate_model(model, merge.routes[model.route], f"{file}: models.{key}")
+            route = merge.routes[model.route]
+            drivers[model.route].validate_model(model, route, f"{file}: models.{key}")
         except ValueError as exc:
             merge.problems.append(_driver_message(exc, file, f"models.{key}"))
 

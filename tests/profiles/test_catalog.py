@@ -139,11 +139,20 @@ def test_unknown_model_key_names_file_and_key(mmo_env):
     assert f"{path}: models.header_route__header_model.colour: unknown key" in message
 
 
-def test_unknown_route_key_is_rejected_by_the_route_driver(mmo_env):
+def test_unknown_route_key_names_file_and_key(mmo_env):
     text = SPEC_FRAGMENT.replace('billing_mode = "api"', 'billing_mode = "api"\nbase_ulr = "x"')
     path = fragment(mmo_env.config_dir, "f.toml", text)
+    assert f"{path}: routes.header_route.base_ulr: unknown key" in catalog_error(mmo_env.config_dir)
+
+
+def test_route_options_are_validated_by_the_route_driver(mmo_env):
+    text = SPEC_FRAGMENT.replace(
+        "[models.header_route__header_model]",
+        '[routes.header_route.options]\ngreeting = "hi"\n\n[models.header_route__header_model]',
+    )
+    path = fragment(mmo_env.config_dir, "f.toml", text)
     message = catalog_error(mmo_env.config_dir)
-    assert f"{path}: routes.header_route" in message and "base_ulr" in message
+    assert f"{path}: routes.header_route: greeting: Extra inputs are not permitted" in message
 
 
 def test_route_defined_in_builtin_and_fragment_names_both_files(mmo_env):
