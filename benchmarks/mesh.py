@@ -1,4 +1,4 @@
-"""Benchmark the mmo_mesh server: cold start to the ``initialize`` reply and ``agent_status`` latency.
+"""Benchmark mmo_mesh: cold start to the ``initialize`` reply and ``agent_status`` latency.
 
 Each figure is printed beside a bare ``python -c pass`` start measured in the
 same run, as a ratio, so a slow machine does not hide a regression.
@@ -26,7 +26,12 @@ from mmo_kernel.mesh.capabilities import write_capabilities
 from mmo_kernel.mesh.tokens import mint_token
 from mmo_kernel.state import atomic_write_json
 
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18"},
+}
 SHIM = (
     "import json, os, sys, types\n"
     "try:\n"
@@ -69,8 +74,12 @@ def cold_start(runs: int, env: dict[str, str]) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "mmo_kernel.mesh"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmo_kernel.mesh"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
         proc.stdin.write((json.dumps(INIT) + "\n").encode())
         proc.stdin.flush()
         _read_line(proc)
@@ -87,32 +96,59 @@ def _layout(state: Path) -> tuple[dict[str, str], str]:
     session_id, run_id, job_id = "bench-session", "bench-run", "bench-job"
     snap = state / "snapshots" / "bench-snap"
     snap.mkdir(parents=True)
-    atomic_write_json(snap / "profile.json", {"root_agent": "lead", "coordination": {"max_depth": 1},
-                                              "agents": {"lead": {"can_spawn": ["w"]}, "w": {}}})
+    atomic_write_json(
+        snap / "profile.json",
+        {
+            "root_agent": "lead",
+            "coordination": {"max_depth": 1},
+            "agents": {"lead": {"can_spawn": ["w"]}, "w": {}},
+        },
+    )
     sdir = state / "sessions" / session_id
     sdir.mkdir(parents=True)
-    atomic_write_json(sdir / "session.json", {"session_id": session_id, "status": "running",
-                                              "root_agent": "lead", "snapshot_hash": "bench-snap",
-                                              "current_run_id": run_id, "root_mcp_token_hash": root_hash})
+    atomic_write_json(
+        sdir / "session.json",
+        {
+            "session_id": session_id,
+            "status": "running",
+            "root_agent": "lead",
+            "snapshot_hash": "bench-snap",
+            "current_run_id": run_id,
+            "root_mcp_token_hash": root_hash,
+        },
+    )
     write_capabilities(sdir, root_mcp_token=root_token)
     (state / "jobs" / job_id).mkdir(parents=True)
-    atomic_write_json(state / "jobs" / job_id / "metadata.json",
-                      {"job_id": job_id, "session_id": session_id, "agent": "w", "status": "running"})
-    env = dict(os.environ, MMO_STATE_DIR=str(state), MMO_ROOT_SESSION_ID=session_id, MMO_RUN_ID=run_id,
-               MMO_CALLER_AGENT="lead", MMO_CALLER_TOKEN=root_token)
+    atomic_write_json(
+        state / "jobs" / job_id / "metadata.json",
+        {"job_id": job_id, "session_id": session_id, "agent": "w", "status": "running"},
+    )
+    env = dict(
+        os.environ,
+        MMO_STATE_DIR=str(state),
+        MMO_ROOT_SESSION_ID=session_id,
+        MMO_RUN_ID=run_id,
+        MMO_CALLER_AGENT="lead",
+        MMO_CALLER_TOKEN=root_token,
+    )
     return env, job_id
 
 
 def status_calls(calls: int, env: dict[str, str], job_id: str) -> tuple[list[float], str]:
-    proc = subprocess.Popen([sys.executable, "-c", SHIM], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SHIM], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
     proc.stdin.write((json.dumps(INIT) + "\n").encode())
     proc.stdin.flush()
     _read_line(proc)
     times, first = [], ""
     for i in range(calls + 3):
-        request = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                   "params": {"name": "agent_status", "arguments": {"job_ids": [job_id]}}}
+        request = {
+            "jsonrpc": "2.0",
+            "id": i + 1,
+            "method": "tools/call",
+            "params": {"name": "agent_status", "arguments": {"job_ids": [job_id]}},
+        }
         start = time.perf_counter()
         proc.stdin.write((json.dumps(request) + "\n").encode())
         proc.stdin.flush()
@@ -146,10 +182,14 @@ def main() -> int:
     quantiles = statistics.quantiles(calls, n=100)
     p50, p99 = statistics.median(calls), quantiles[98]
     print(f"bare python start (median of {args.runs}): {_ms(bare)}")
-    print(f"mesh cold start to initialize reply:      {_ms(cold)}  ratio {cold / bare:.2f}x  "
-          f"target <= 250 ms: {'ok' if cold <= 0.25 else 'MISSED'}")
-    print(f"agent_status p50: {_ms(p50)}  p99: {_ms(p99)}  ratio p50/bare {p50 / bare:.3f}  "
-          f"target p50 <= 20 ms: {'ok' if p50 <= 0.02 else 'MISSED'}")
+    print(
+        f"mesh cold start to initialize reply:      {_ms(cold)}  ratio {cold / bare:.2f}x  "
+        f"target <= 250 ms: {'ok' if cold <= 0.25 else 'MISSED'}"
+    )
+    print(
+        f"agent_status p50: {_ms(p50)}  p99: {_ms(p99)}  ratio p50/bare {p50 / bare:.3f}  "
+        f"target p50 <= 20 ms: {'ok' if p50 <= 0.02 else 'MISSED'}"
+    )
     print(f"status reply sample: {sample}")
     return 0
 

@@ -12,9 +12,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JobId = Annotated[str, Field(min_length=1, max_length=200, description="A job id returned by a spawn.")]
+JobId = Annotated[
+    str, Field(min_length=1, max_length=200, description="A job id returned by a spawn.")
+]
 Revision = Annotated[
-    int, Field(ge=0, description="The job's current control_revision (from agent_inspect or agent_status).")
+    int,
+    Field(
+        ge=0, description="The job's current control_revision (from agent_inspect or agent_status)."
+    ),
 ]
 
 
@@ -33,13 +38,16 @@ class SpawnArgs(_Args):
         None, description="Relative paths the job may write (workspace-write only)."
     )
     literal_task: dict[str, Any] | None = Field(
-        None, description='For low-trust agents: {"operation": ..., ...} instead of a free-text task.'
+        None,
+        description='For low-trust agents: {"operation": ..., ...} instead of a free-text task.',
     )
     attachments: list[str] | None = Field(None, description="Local image paths given to the agent.")
 
 
 class AgentsSpawnArgs(_Args):
-    agents: list[SpawnArgs] = Field(min_length=1, description="Jobs admitted all-or-nothing as one batch.")
+    agents: list[SpawnArgs] = Field(
+        min_length=1, description="Jobs admitted all-or-nothing as one batch."
+    )
 
 
 class StatusArgs(_Args):
@@ -51,7 +59,8 @@ class WaitArgs(_Args):
     timeout_seconds: float = Field(60.0, ge=0, description="Longest wait, in seconds.")
     include_results: bool = Field(True, description="Add bounded result previews of finished jobs.")
     after_revision: dict[str, Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="Return as soon as a job's progress revision moves past this (one per job)."
+        None,
+        description="Return as soon as a job's progress revision moves past this (one per job).",
     )
 
 
@@ -68,7 +77,9 @@ class CancelArgs(_Args):
 
 class DispositionArgs(_Args):
     job_id: JobId
-    reason: str = Field(min_length=1, max_length=2000, description="Why; recorded in the audit log.")
+    reason: str = Field(
+        min_length=1, max_length=2000, description="Why; recorded in the audit log."
+    )
 
 
 class InspectArgs(_Args):
@@ -108,7 +119,9 @@ class SetEffortArgs(ControlArgs):
 class RespondArgs(ControlArgs):
     request_id: str | int = Field(description="The id of a pending request (see agent_inspect).")
     response: dict[str, Any] = Field(
-        description='{"decision": "accept"|"decline"|...} for approvals, {"answers": {...}} for user input.'
+        description=(
+            '{"decision": "accept"|"decline"|...} for approvals, {"answers": {...}} for user input.'
+        )
     )
 
 

@@ -61,7 +61,7 @@ def write_capabilities(
 
 
 def read_capabilities(session_dir: Path) -> Capabilities:
-    """Read and validate the file; a symlink, a group/world-readable file or bad content is refused."""
+    """Read and validate the file; refuse a symlink, a group/world-readable file, bad content."""
     path = Path(session_dir) / CAPABILITIES_FILE
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -72,12 +72,16 @@ def read_capabilities(session_dir: Path) -> Capabilities:
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-            raise CapabilityUnavailable("capability is unavailable (capabilities file is not private)")
+            raise CapabilityUnavailable(
+                "capability is unavailable (capabilities file is not private)"
+            )
         raw = handle.read()
     try:
         document = Capabilities.model_validate(json.loads(raw))
     except (ValueError, ValidationError) as exc:
-        raise CapabilityUnavailable("capability is unavailable (invalid capabilities file)") from exc
+        raise CapabilityUnavailable(
+            "capability is unavailable (invalid capabilities file)"
+        ) from exc
     if document.schema_version != MMO_SCHEMA_VERSION:
         raise CapabilityUnavailable("capability is unavailable (unsupported capabilities schema)")
     return document

@@ -1,4 +1,4 @@
-"""Tool handlers: validate arguments, then call the ``mmo_kernel.api`` function with the caller's identity.
+"""Tool handlers: validate arguments, then call ``mmo_kernel.api`` with the caller's identity.
 
 ``mmo_kernel.api`` is imported inside each call, never at start-up, so the
 server starts fast and a missing or broken API surfaces as that call's
@@ -19,11 +19,11 @@ from .tools import TOOL_SPECS
 
 
 class ToolArgumentError(ValueError):
-    """The arguments fail the tool's schema (JSON-RPC ``-32602``, data ``invalid tool arguments ...``)."""
+    """Arguments fail the tool's schema: ``-32602``, data ``invalid tool arguments ...``."""
 
 
 class UnknownTool(LookupError):
-    """The tool does not exist or is not offered to this caller (``-32602``, data ``unknown tool ...``)."""
+    """The tool does not exist or is not offered to this caller: ``-32602``, ``unknown tool``."""
 
 
 def _api() -> Any:
@@ -146,8 +146,16 @@ HANDLERS: dict[str, Callable[[Caller, Any], Any]] = {
     **{
         f"agent_{action}": _control(action)
         for action in (
-            "steer", "interrupt", "pause", "continue", "detach", "stop",
-            "compact", "finalize", "set_effort", "respond",
+            "steer",
+            "interrupt",
+            "pause",
+            "continue",
+            "detach",
+            "stop",
+            "compact",
+            "finalize",
+            "set_effort",
+            "respond",
         )
     },
     "agent_fork": _fork,
@@ -181,7 +189,9 @@ def validate(name: str, arguments: Any, spawnable: tuple[str, ...]) -> BaseModel
     return parsed
 
 
-def call(caller: Caller, name: str, arguments: Any, offered: list[str], spawnable: tuple[str, ...]) -> dict[str, Any]:
+def call(
+    caller: Caller, name: str, arguments: Any, offered: list[str], spawnable: tuple[str, ...]
+) -> dict[str, Any]:
     """Run one tool for a verified caller; returns the redacted result object."""
     if name not in offered:
         raise UnknownTool(f"unknown tool {name!r} for this caller")

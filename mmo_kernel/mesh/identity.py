@@ -69,7 +69,9 @@ def _read_record(path: Path, missing: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise IdentityError(f"{INVALID_CAPABILITY}: {missing}") from None
     except OSError as exc:
-        raise IdentityError(f"{INVALID_CAPABILITY}: cannot read {path.name} ({exc.strerror})") from None
+        raise IdentityError(
+            f"{INVALID_CAPABILITY}: cannot read {path.name} ({exc.strerror})"
+        ) from None
     with os.fdopen(fd, "rb") as handle:
         raw = handle.read()
     try:
@@ -88,13 +90,17 @@ def _capabilities(session_dir: Path, phrase: str):
         raise IdentityError(f"{phrase}: {exc}") from None
 
 
-def _verify_root(session: dict[str, Any], session_dir: Path, agent: str, token: str, run_id: str) -> None:
+def _verify_root(
+    session: dict[str, Any], session_dir: Path, agent: str, token: str, run_id: str
+) -> None:
     expected = token_hash(_capabilities(session_dir, INVALID_CAPABILITY).root_mcp_token)
     recorded = session.get("root_mcp_token_hash")
     if recorded is not None and recorded != expected:
         raise IdentityError(f"{INVALID_CAPABILITY}: session capability records disagree")
     if not hash_matches(token, expected):
-        raise IdentityError(f"{INVALID_CAPABILITY}: token does not match the session's root capability")
+        raise IdentityError(
+            f"{INVALID_CAPABILITY}: token does not match the session's root capability"
+        )
     root_agent = session.get("root_agent")
     if agent != root_agent:
         raise IdentityError(f"{ROOT_ONLY} ({root_agent!r}); the caller claims {agent!r}")
@@ -124,7 +130,9 @@ def _verify_worker(
     return job
 
 
-def _verify_native(session_dir: Path, parent: str, environ: Mapping[str, str], tainted: bool) -> str:
+def _verify_native(
+    session_dir: Path, parent: str, environ: Mapping[str, str], tainted: bool
+) -> str:
     flag = environ.get("MMO_CALLER_NATIVE", "")
     if flag != "1":
         raise IdentityError(f"{INVALID_NATIVE}: MMO_CALLER_NATIVE must be 1")

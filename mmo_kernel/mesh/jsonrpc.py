@@ -119,7 +119,7 @@ def _valid_id(value: Any) -> bool:
 
 
 def classify(value: Any) -> Request | Response:
-    """Turn a decoded JSON value into a request, notification or response, or raise InvalidRequest."""
+    """A decoded value as a request, notification or response; else raise InvalidRequest."""
     if isinstance(value, list):
         raise InvalidRequest("batches are not supported")
     if not isinstance(value, dict):
@@ -160,7 +160,11 @@ def failure(
 def _scrub(value: Any) -> Any:
     """Replace what JSON text cannot carry (lone surrogates, NaN) so a reply can always be sent."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8") if _has_lone_surrogate(value) else value
+        return (
+            value.encode("utf-8", "replace").decode("utf-8")
+            if _has_lone_surrogate(value)
+            else value
+        )
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -73,7 +73,9 @@ class MeshServer:
             self.output.send(rpc.failure(None, rpc.PARSE_ERROR, "parse error", str(exc)))
             return
         except rpc.InvalidRequest as exc:
-            self.output.send(rpc.failure(exc.request_id, rpc.INVALID_REQUEST, "invalid request", str(exc)))
+            self.output.send(
+                rpc.failure(exc.request_id, rpc.INVALID_REQUEST, "invalid request", str(exc))
+            )
             return
         if isinstance(message, rpc.Response) or message.is_notification:
             return
@@ -108,14 +110,18 @@ class MeshServer:
             return rpc.failure(rid, rpc.INVALID_REQUEST, "server already initialized")
         asked = request.params.get("protocolVersion")
         if not isinstance(asked, str):
-            return rpc.failure(rid, rpc.INVALID_PARAMS, "invalid params", "protocolVersion must be a string")
+            return rpc.failure(
+                rid, rpc.INVALID_PARAMS, "invalid params", "protocolVersion must be a string"
+            )
         from mmo_kernel import package_version
 
         self.initialized = True
         return rpc.success(
             rid,
             {
-                "protocolVersion": asked if asked in SUPPORTED_PROTOCOL_VERSIONS else PROTOCOL_VERSION,
+                "protocolVersion": asked
+                if asked in SUPPORTED_PROTOCOL_VERSIONS
+                else PROTOCOL_VERSION,
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": {"name": SERVER_NAME, "version": package_version()},
                 "instructions": INSTRUCTIONS,
@@ -184,7 +190,9 @@ class MeshServer:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str):
-            return rpc.failure(rid, rpc.INVALID_PARAMS, "invalid params", "unknown tool: name must be a string")
+            return rpc.failure(
+                rid, rpc.INVALID_PARAMS, "invalid params", "unknown tool: name must be a string"
+            )
         try:
             caller, offered, spawnable = self._context()
         except Exception as exc:

@@ -105,10 +105,16 @@ def _read_profile(directory: Path) -> dict[str, Any]:
 
 
 def load_team(state_dir: Path, snapshot_hash: str) -> Team:
-    """The team of snapshot ``snapshot_hash`` under ``state_dir`` (cached; snapshots never change)."""
-    if not isinstance(snapshot_hash, str) or not _HASH.match(snapshot_hash) or ".." in snapshot_hash:
+    """The team of snapshot ``snapshot_hash`` (cached: snapshots never change)."""
+    if (
+        not isinstance(snapshot_hash, str)
+        or not _HASH.match(snapshot_hash)
+        or ".." in snapshot_hash
+    ):
         raise ValueError("session has an invalid snapshot_hash")
     key = (str(state_dir), snapshot_hash)
     if key not in _CACHE:
-        _CACHE[key] = team_from_profile(_read_profile(Path(state_dir) / "snapshots" / snapshot_hash))
+        _CACHE[key] = team_from_profile(
+            _read_profile(Path(state_dir) / "snapshots" / snapshot_hash)
+        )
     return _CACHE[key]

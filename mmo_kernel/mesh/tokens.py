@@ -10,7 +10,7 @@ TOKEN_BYTES = 32
 
 
 def token_hash(token: str) -> str:
-    """The hex sha256 recorded in place of a token (``root_mcp_token_hash``, ``mcp_caller_token_hash``)."""
+    """The hex sha256 recorded in place of a token (``*_token_hash`` fields)."""
     if not isinstance(token, str) or not token:
         raise ValueError("an MCP caller token must be a non-empty string")
     return hashlib.sha256(token.encode("utf-8")).hexdigest()

@@ -7,16 +7,20 @@ from typing import Any
 
 
 def success_result(result: dict[str, Any]) -> dict[str, Any]:
-    """``structuredContent`` and one text item with the same JSON; unserializable output is an error."""
+    """``structuredContent`` plus one text item with the same JSON (unserializable: an error)."""
     try:
         text = json.dumps(result, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         return error_result(exc)
-    return {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False}
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": result,
+        "isError": False,
+    }
 
 
 def error_result(exc: BaseException) -> dict[str, Any]:
-    """A failed tool: ``isError`` with text ``<ExceptionType>: <message>`` (and ``reason`` when the error has one)."""
+    """A failed tool: ``isError``, text ``<ExceptionType>: <message>``, plus any ``reason``."""
     kind = type(exc).__name__
     message = str(exc)
     error: dict[str, Any] = {"type": kind, "message": message}

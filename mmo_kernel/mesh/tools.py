@@ -33,10 +33,22 @@ TOOL_SPECS: dict[str, ToolSpec] = {
     s.name: s
     for s in (
         _spec("agent_spawn", a.SpawnArgs, "Delegate a task to one worker agent; returns its job."),
-        _spec("agents_spawn", a.AgentsSpawnArgs, "Delegate several tasks at once, admitted all-or-nothing."),
+        _spec(
+            "agents_spawn",
+            a.AgentsSpawnArgs,
+            "Delegate several tasks at once, admitted all-or-nothing.",
+        ),
         _spec("agent_status", a.StatusArgs, "Current public status of jobs."),
-        _spec("agents_wait", a.WaitArgs, "Wait until jobs finish or progress, with bounded result previews."),
-        _spec("agent_result", a.ResultArgs, "Read a job's result page by page (reading marks it read)."),
+        _spec(
+            "agents_wait",
+            a.WaitArgs,
+            "Wait until jobs finish or progress, with bounded result previews.",
+        ),
+        _spec(
+            "agent_result",
+            a.ResultArgs,
+            "Read a job's result page by page (reading marks it read).",
+        ),
         _spec("agent_cancel", a.CancelArgs, "Cancel a job and its descendants.", destructive=True),
         _spec("agent_result_accept", a.DispositionArgs, "Accept a job's read result."),
         _spec("agent_result_reject", a.DispositionArgs, "Reject a job's read result."),
@@ -46,22 +58,48 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "Apply an accepted writer's patch to the canonical workspace.",
             destructive=True,
         ),
-        _spec("agent_inspect", a.InspectArgs, "A job's record and live state (pending requests, revision).",
-              read_only=True, idempotent=True),
-        _spec("agent_trace", a.TraceArgs, "Page through a job's filtered event trace.",
-              read_only=True, idempotent=True),
-        _spec("agent_trace_record", a.TraceRecordArgs, "Page one full trace record losslessly.",
-              read_only=True, idempotent=True),
+        _spec(
+            "agent_inspect",
+            a.InspectArgs,
+            "A job's record and live state (pending requests, revision).",
+            read_only=True,
+            idempotent=True,
+        ),
+        _spec(
+            "agent_trace",
+            a.TraceArgs,
+            "Page through a job's filtered event trace.",
+            read_only=True,
+            idempotent=True,
+        ),
+        _spec(
+            "agent_trace_record",
+            a.TraceRecordArgs,
+            "Page one full trace record losslessly.",
+            read_only=True,
+            idempotent=True,
+        ),
         _spec("agent_steer", a.SteerArgs, "Send guidance into a job's active turn."),
         _spec("agent_interrupt", a.ControlArgs, "Interrupt a job's turn, keeping its thread."),
         _spec("agent_pause", a.ControlArgs, "Cold-pause a job."),
         _spec("agent_continue", a.ContinueArgs, "Continue a paused, interrupted or suspended job."),
         _spec("agent_detach", a.ControlArgs, "Let a job keep working without its caller."),
-        _spec("agent_stop", a.ControlArgs, "Stop a job, keeping its partial evidence.", destructive=True),
+        _spec(
+            "agent_stop",
+            a.ControlArgs,
+            "Stop a job, keeping its partial evidence.",
+            destructive=True,
+        ),
         _spec("agent_compact", a.ControlArgs, "Compact a job's thread."),
         _spec("agent_finalize", a.ControlArgs, "Ask a job for its final result now."),
-        _spec("agent_set_effort", a.SetEffortArgs, "Change a job's reasoning effort for its next turn."),
-        _spec("agent_respond", a.RespondArgs, "Answer a job's pending approval or user-input request."),
+        _spec(
+            "agent_set_effort",
+            a.SetEffortArgs,
+            "Change a job's reasoning effort for its next turn.",
+        ),
+        _spec(
+            "agent_respond", a.RespondArgs, "Answer a job's pending approval or user-input request."
+        ),
         _spec("agent_fork", a.ForkArgs, "Fork a job's thread into a new job with a new task."),
     )
 }

@@ -30,12 +30,19 @@ SUPERVISOR = {
 
 def _record(function: str, *args: Any, **kwargs: Any) -> None:
     with open(os.environ["MESH_FAKE_API_LOG"], "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"function": function, "args": list(args), "kwargs": kwargs}) + "\n")
+        handle.write(
+            json.dumps({"function": function, "args": list(args), "kwargs": kwargs}) + "\n"
+        )
 
 
 def _job(job_id: str, **extra: Any) -> dict[str, Any]:
-    return {"job_id": job_id, "status": "running", "patch": {"changed_paths": ["src/a.py"]},
-            **SUPERVISOR, **extra}
+    return {
+        "job_id": job_id,
+        "status": "running",
+        "patch": {"changed_paths": ["src/a.py"]},
+        **SUPERVISOR,
+        **extra,
+    }
 
 
 def spawn_job(**kwargs: Any) -> dict[str, Any]:
@@ -47,8 +54,12 @@ def spawn_job(**kwargs: Any) -> dict[str, Any]:
 
 def spawn_jobs(specs: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
     _record("spawn_jobs", specs, **kwargs)
-    return {"atomic": True, "accepted": [{"job_id": f"job-{i}", "batch_id": "b2", **SUPERVISOR}
-                                         for i, _ in enumerate(specs)]}
+    return {
+        "atomic": True,
+        "accepted": [
+            {"job_id": f"job-{i}", "batch_id": "b2", **SUPERVISOR} for i, _ in enumerate(specs)
+        ],
+    }
 
 
 def load_job(job_id: str) -> dict[str, Any]:
@@ -65,18 +76,29 @@ def public_job(record: dict[str, Any]) -> dict[str, Any]:
 
 def wait_for_jobs(job_ids: list[str], **kwargs: Any) -> dict[str, Any]:
     _record("wait_for_jobs", job_ids, **kwargs)
-    return {"unfinished": [], "progress_revisions": {j: 3 for j in job_ids}, "changed_job_ids": job_ids,
-            "timed_out_waiting": False,
-            "results": {j: {"preview": "done", "truncated": False, "full_result_path": "/x"}
-                        for j in job_ids}}
+    return {
+        "unfinished": [],
+        "progress_revisions": {j: 3 for j in job_ids},
+        "changed_job_ids": job_ids,
+        "timed_out_waiting": False,
+        "results": {
+            j: {"preview": "done", "truncated": False, "full_result_path": "/x"} for j in job_ids
+        },
+    }
 
 
 def read_result(job_id: str, **kwargs: Any) -> dict[str, Any]:
     _record("read_result", job_id, **kwargs)
     if job_id == "missing":
         raise FileNotFoundError("unknown job missing")
-    return {"job_id": job_id, "content": "ok", "next_cursor": None, "result_path": "/x",
-            "structured_result_path": "/y", "partial_result_path": "/z"}
+    return {
+        "job_id": job_id,
+        "content": "ok",
+        "next_cursor": None,
+        "result_path": "/x",
+        "structured_result_path": "/y",
+        "partial_result_path": "/z",
+    }
 
 
 def cancel_job(job_id: str, **kwargs: Any) -> dict[str, Any]:
@@ -90,6 +112,7 @@ def _disposition(function: str):
     def handler(job_id: str, **kwargs: Any) -> dict[str, Any]:
         _record(function, job_id, **kwargs)
         return _job(job_id, result_state=function)
+
     return handler
 
 
@@ -100,8 +123,11 @@ integrate_patch = _disposition("integrate_patch")
 
 def control_job(job_id: str, action: str, **kwargs: Any) -> dict[str, Any]:
     _record("control_job", job_id, action, **kwargs)
-    return {"control_revision": kwargs["expected_revision"] + 1, "result": {"socket_path": "/s"},
-            "job": _job(job_id)}
+    return {
+        "control_revision": kwargs["expected_revision"] + 1,
+        "result": {"socket_path": "/s"},
+        "job": _job(job_id),
+    }
 
 
 def inspect_job(job_id: str, **kwargs: Any) -> dict[str, Any]:

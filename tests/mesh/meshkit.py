@@ -24,9 +24,16 @@ from mmo_kernel.state import atomic_write_json
 HERE = Path(__file__).resolve().parent
 FAKE_API_LAUNCHER = HERE / "fake_api_server.py"
 SERVER_ARGV = [sys.executable, "-m", "mmo_kernel.mesh"]
-INIT = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -49,12 +56,22 @@ class Run:
         return found[0]
 
 
-def run_mesh(messages: list[Any], env: dict[str, str] | None = None, *, fake_api: bool = False,
-             timeout: float = 20) -> Run:
-    """Pipe ``messages`` (dicts or raw lines) into a fresh server, close stdin, collect everything."""
+def run_mesh(
+    messages: list[Any],
+    env: dict[str, str] | None = None,
+    *,
+    fake_api: bool = False,
+    timeout: float = 20,
+) -> Run:
+    """Pipe ``messages`` (dicts or raw lines) into a fresh server, close stdin, collect all."""
     argv = [sys.executable, str(FAKE_API_LAUNCHER)] if fake_api else SERVER_ARGV
-    proc = subprocess.run(argv, input=b"".join(line(m) for m in messages), capture_output=True,
-                          env=env if env is not None else dict(os.environ), timeout=timeout)
+    proc = subprocess.run(
+        argv,
+        input=b"".join(line(m) for m in messages),
+        capture_output=True,
+        env=env if env is not None else dict(os.environ),
+        timeout=timeout,
+    )
     responses = [json.loads(raw) for raw in proc.stdout.splitlines()]
     return Run(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"), responses)
 
@@ -78,11 +95,16 @@ def call(request_id: Any, tool: str, arguments: Any) -> dict[str, Any]:
 
 
 class MeshProc:
-    """A long-lived server for many exchanges (fuzzing): write lines, read replies with a deadline."""
+    """A long-lived server (fuzzing): write lines, read replies with a deadline."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(SERVER_ARGV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(
+            SERVER_ARGV,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         self._buffer = b""
 
     def send(self, data: bytes) -> None:
@@ -122,11 +144,13 @@ PROFILE: dict[str, Any] = {
     "root_agent": "lead",
     "coordination": {"max_depth": 2, "max_active_agents": 4},
     "agents": {
-        "lead": {"can_spawn": ["builder", "reviewer", "scout"], "native_agents": ["helper"],
-                 "controls": {}},
+        "lead": {
+            "can_spawn": ["builder", "reviewer", "scout"],
+            "native_agents": ["helper"],
+            "controls": {},
+        },
         "builder": {"can_spawn": ["scout"], "native_agents": ["builder_helper"]},
-        "reviewer": {"can_spawn": [],
-                     "controls": {"builder": {"actions": ["inspect", "steer"]}}},
+        "reviewer": {"can_spawn": [], "controls": {"builder": {"actions": ["inspect", "steer"]}}},
         "scout": {},
         "helper": {},
         "builder_helper": {},
@@ -157,13 +181,15 @@ class SessionFixture:
 
     def root_env(self, **overrides: str | None) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "MMO_STATE_DIR": str(self.state_dir),
-            "MMO_ROOT_SESSION_ID": self.session_id,
-            "MMO_RUN_ID": self.run_id,
-            "MMO_CALLER_AGENT": "lead",
-            "MMO_CALLER_TOKEN": self.root_token,
-        })
+        env.update(
+            {
+                "MMO_STATE_DIR": str(self.state_dir),
+                "MMO_ROOT_SESSION_ID": self.session_id,
+                "MMO_RUN_ID": self.run_id,
+                "MMO_CALLER_AGENT": "lead",
+                "MMO_CALLER_TOKEN": self.root_token,
+            }
+        )
         for key in ("MMO_CALLER_JOB_ID", "MMO_CALLER_NATIVE", "MMO_NATIVE_CALLER_TOKEN"):
             env.pop(key, None)
         for key, value in overrides.items():
@@ -173,17 +199,31 @@ class SessionFixture:
                 env[key] = value
         return env
 
-    def add_job(self, agent: str, *, status: str = "running", depth: int = 1,
-                job_id: str | None = None, session_id: str | None = None,
-                run_id: str | None = None) -> tuple[str, str]:
+    def add_job(
+        self,
+        agent: str,
+        *,
+        status: str = "running",
+        depth: int = 1,
+        job_id: str | None = None,
+        session_id: str | None = None,
+        run_id: str | None = None,
+    ) -> tuple[str, str]:
         """Write a job record; returns ``(job_id, clear-text token)``."""
         token, digest = mint_token()
         job_id = job_id or f"20260101-000000-{agent}-{len(list(self.jobs_dir.glob('*'))):04d}"
         record = {
-            "schema_version": 1, "package_version": "0.1.0", "job_id": job_id,
-            "session_id": session_id or self.session_id, "run_id": run_id or self.run_id,
-            "agent": agent, "status": status, "depth": depth, "created_at": "2026-01-01T00:00:00Z",
-            "mcp_caller_token_hash": digest, "result_path": str(self.jobs_dir / job_id / "result.md"),
+            "schema_version": 1,
+            "package_version": "0.1.0",
+            "job_id": job_id,
+            "session_id": session_id or self.session_id,
+            "run_id": run_id or self.run_id,
+            "agent": agent,
+            "status": status,
+            "depth": depth,
+            "created_at": "2026-01-01T00:00:00Z",
+            "mcp_caller_token_hash": digest,
+            "result_path": str(self.jobs_dir / job_id / "result.md"),
         }
         (self.jobs_dir / job_id).mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.jobs_dir / job_id / "metadata.json", record)
@@ -193,30 +233,56 @@ class SessionFixture:
     def jobs_dir(self) -> Path:
         return self.state_dir / "jobs"
 
-    def worker_env(self, agent: str, job_id: str, token: str, **overrides: str | None) -> dict[str, str]:
-        return self.root_env(MMO_CALLER_AGENT=agent, MMO_CALLER_TOKEN=token,
-                             MMO_CALLER_JOB_ID=job_id, **overrides)
+    def worker_env(
+        self, agent: str, job_id: str, token: str, **overrides: str | None
+    ) -> dict[str, str]:
+        return self.root_env(
+            MMO_CALLER_AGENT=agent, MMO_CALLER_TOKEN=token, MMO_CALLER_JOB_ID=job_id, **overrides
+        )
 
 
-def make_session(state_dir: Path, *, profile: dict[str, Any] | None = None, tainted: bool = False,
-                 status: str = "running") -> SessionFixture:
-    """Lay out session.json, run.json, capabilities.json and a snapshot profile under ``state_dir``."""
+def make_session(
+    state_dir: Path,
+    *,
+    profile: dict[str, Any] | None = None,
+    tainted: bool = False,
+    status: str = "running",
+) -> SessionFixture:
+    """Lay out session.json, run.json, capabilities.json and a snapshot profile."""
     root_token, root_hash = mint_token()
     natives = {"lead": {"helper": mint_token()[0]}, "builder": {"builder_helper": mint_token()[0]}}
-    fixture = SessionFixture(state_dir=state_dir, session_id="20260101-000000-mesh-abc123",
-                             run_id="20260101-000000-run-def456", root_token=root_token,
-                             native_tokens=natives)
+    fixture = SessionFixture(
+        state_dir=state_dir,
+        session_id="20260101-000000-mesh-abc123",
+        run_id="20260101-000000-run-def456",
+        root_token=root_token,
+        native_tokens=natives,
+    )
     snapshot = state_dir / "snapshots" / fixture.snapshot_hash
     snapshot.mkdir(parents=True, exist_ok=True)
     atomic_write_json(snapshot / "profile.json", profile or PROFILE, mode=0o444)
     (fixture.dir / "runs" / fixture.run_id).mkdir(parents=True, exist_ok=True)
-    atomic_write_json(fixture.dir / "session.json", {
-        "schema_version": 1, "session_id": fixture.session_id, "status": status,
-        "root_agent": (profile or PROFILE)["root_agent"], "snapshot_hash": fixture.snapshot_hash,
-        "current_run_id": fixture.run_id, "root_mcp_token_hash": root_hash, "tainted": tainted,
-    })
-    atomic_write_json(fixture.dir / "runs" / fixture.run_id / "run.json",
-                      {"run_id": fixture.run_id, "sequence": 1, "kind": "initial",
-                       "root_mcp_token_hash": root_hash})
+    atomic_write_json(
+        fixture.dir / "session.json",
+        {
+            "schema_version": 1,
+            "session_id": fixture.session_id,
+            "status": status,
+            "root_agent": (profile or PROFILE)["root_agent"],
+            "snapshot_hash": fixture.snapshot_hash,
+            "current_run_id": fixture.run_id,
+            "root_mcp_token_hash": root_hash,
+            "tainted": tainted,
+        },
+    )
+    atomic_write_json(
+        fixture.dir / "runs" / fixture.run_id / "run.json",
+        {
+            "run_id": fixture.run_id,
+            "sequence": 1,
+            "kind": "initial",
+            "root_mcp_token_hash": root_hash,
+        },
+    )
     write_capabilities(fixture.dir, root_mcp_token=root_token, native_agent_tokens=natives)
     return fixture

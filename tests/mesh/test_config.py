@@ -21,8 +21,14 @@ LEAD_SPAWNS = ["builder", "reviewer", "scout"]
 
 
 def _root_config(session, **extra):
-    return mesh_server_config("root", session_id=session.session_id, run_id=session.run_id, agent="lead",
-                              enabled_tools=tools_for("root", spawnable=LEAD_SPAWNS, max_depth=2), **extra)
+    return mesh_server_config(
+        "root",
+        session_id=session.session_id,
+        run_id=session.run_id,
+        agent="lead",
+        enabled_tools=tools_for("root", spawnable=LEAD_SPAWNS, max_depth=2),
+        **extra,
+    )
 
 
 def _server_env(config, forwarded):
@@ -45,9 +51,12 @@ def test_root_entry_shape(mmo_env):
     assert os.access(config["command"], os.X_OK)
     assert config["args"] == ["mcp"]
     assert config["env_vars"] == ["MMO_CALLER_TOKEN", "MMO_RUN_ID"]
-    assert config["env"] == {"MMO_ROOT_SESSION_ID": session.session_id, "MMO_CALLER_AGENT": "lead",
-                             "MMO_STATE_DIR": str(mmo_env.state_dir),
-                             "MMO_CONFIG_DIR": str(mmo_env.config_dir)}
+    assert config["env"] == {
+        "MMO_ROOT_SESSION_ID": session.session_id,
+        "MMO_CALLER_AGENT": "lead",
+        "MMO_STATE_DIR": str(mmo_env.state_dir),
+        "MMO_CONFIG_DIR": str(mmo_env.config_dir),
+    }
     assert config["tool_timeout_sec"] == 1230
     assert config["default_tools_approval_mode"] == "approve"
     assert config["required"] is True
@@ -56,10 +65,15 @@ def test_root_entry_shape(mmo_env):
 
 def test_worker_entry_forwards_the_job_id_and_scales_the_timeout(mmo_env):
     session = make_session(mmo_env.state_dir)
-    config = mesh_server_config("worker", session_id=session.session_id, run_id=session.run_id,
-                                agent="builder", job_id="20260101-000000-builder-0001",
-                                lifecycle_timeout_seconds=600,
-                                enabled_tools=tools_for("worker", spawnable=["scout"], depth=1, max_depth=2))
+    config = mesh_server_config(
+        "worker",
+        session_id=session.session_id,
+        run_id=session.run_id,
+        agent="builder",
+        job_id="20260101-000000-builder-0001",
+        lifecycle_timeout_seconds=600,
+        enabled_tools=tools_for("worker", spawnable=["scout"], depth=1, max_depth=2),
+    )
     assert config["env_vars"] == ["MMO_CALLER_TOKEN", "MMO_RUN_ID", "MMO_CALLER_JOB_ID"]
     assert config["tool_timeout_sec"] == 630
     assert "MMO_CALLER_JOB_ID" not in config["env"] and "MMO_CALLER_TOKEN" not in config["env"]
@@ -74,20 +88,28 @@ def test_native_entry_carries_only_its_own_token(mmo_env):
     assert session.root_token not in json.dumps(config)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"kind": "admin"}, "root, worker"),
-    ({"session_id": "../x"}, "session_id"),
-    ({"job_id": "j1"}, "no job_id"),
-    ({"native": True}, "go together"),
-    ({"native_token": "t" * 40}, "go together"),
-    ({"native": True, "native_token": "short"}, "minted"),
-    ({"enabled_tools": ["agent_spawn", "agent_teleport"]}, "agent_teleport"),
-    ({"enabled_tools": ["agent_status", "agent_status"]}, "twice"),
-    ({"lifecycle_timeout_seconds": 0}, "positive"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"kind": "admin"}, "root, worker"),
+        ({"session_id": "../x"}, "session_id"),
+        ({"job_id": "j1"}, "no job_id"),
+        ({"native": True}, "go together"),
+        ({"native_token": "t" * 40}, "go together"),
+        ({"native": True, "native_token": "short"}, "minted"),
+        ({"enabled_tools": ["agent_spawn", "agent_teleport"]}, "agent_teleport"),
+        ({"enabled_tools": ["agent_status", "agent_status"]}, "twice"),
+        ({"lifecycle_timeout_seconds": 0}, "positive"),
+    ],
+)
 def test_bad_arguments_are_refused(kwargs, message):
-    base = {"kind": "root", "session_id": "s1", "run_id": "r1", "agent": "lead",
-            "enabled_tools": ["agent_status"]}
+    base = {
+        "kind": "root",
+        "session_id": "s1",
+        "run_id": "r1",
+        "agent": "lead",
+        "enabled_tools": ["agent_status"],
+    }
     base.update(kwargs)
     kind = base.pop("kind")
     with pytest.raises(ValueError, match=message):
@@ -97,36 +119,76 @@ def test_bad_arguments_are_refused(kwargs, message):
 def test_enabled_tools_equal_tools_list_for_root_worker_native_and_tainted(mmo_env):
     session = make_session(mmo_env.state_dir)
     root = _root_config(session)
-    assert _listed(_server_env(root, {"MMO_CALLER_TOKEN": session.root_token,
-                                      "MMO_RUN_ID": session.run_id})) == root["enabled_tools"]
+    assert (
+        _listed(
+            _server_env(
+                root, {"MMO_CALLER_TOKEN": session.root_token, "MMO_RUN_ID": session.run_id}
+            )
+        )
+        == root["enabled_tools"]
+    )
 
     job_id, token = session.add_job("builder", depth=1)
-    worker = mesh_server_config("worker", session_id=session.session_id, run_id=session.run_id,
-                                agent="builder", job_id=job_id,
-                                enabled_tools=tools_for("worker", spawnable=["scout"], depth=1, max_depth=2))
-    forwarded = {"MMO_CALLER_TOKEN": token, "MMO_RUN_ID": session.run_id, "MMO_CALLER_JOB_ID": job_id}
+    worker = mesh_server_config(
+        "worker",
+        session_id=session.session_id,
+        run_id=session.run_id,
+        agent="builder",
+        job_id=job_id,
+        enabled_tools=tools_for("worker", spawnable=["scout"], depth=1, max_depth=2),
+    )
+    forwarded = {
+        "MMO_CALLER_TOKEN": token,
+        "MMO_RUN_ID": session.run_id,
+        "MMO_CALLER_JOB_ID": job_id,
+    }
     assert _listed(_server_env(worker, forwarded)) == worker["enabled_tools"]
 
     native = mesh_server_config(
-        "worker", session_id=session.session_id, run_id=session.run_id, agent="builder", job_id=job_id,
-        native=True, native_token=session.native_tokens["builder"]["builder_helper"],
-        enabled_tools=worker["enabled_tools"])
+        "worker",
+        session_id=session.session_id,
+        run_id=session.run_id,
+        agent="builder",
+        job_id=job_id,
+        native=True,
+        native_token=session.native_tokens["builder"]["builder_helper"],
+        enabled_tools=worker["enabled_tools"],
+    )
     assert _listed(_server_env(native, forwarded)) == worker["enabled_tools"]
 
     session.update(tainted=True)
-    tainted = mesh_server_config("root", session_id=session.session_id, run_id=session.run_id,
-                                 agent="lead", enabled_tools=tools_for("root", spawnable=LEAD_SPAWNS,
-                                                                       max_depth=2, tainted=True))
-    assert _listed(_server_env(tainted, {"MMO_CALLER_TOKEN": session.root_token,
-                                         "MMO_RUN_ID": session.run_id})) == tainted["enabled_tools"]
+    tainted = mesh_server_config(
+        "root",
+        session_id=session.session_id,
+        run_id=session.run_id,
+        agent="lead",
+        enabled_tools=tools_for("root", spawnable=LEAD_SPAWNS, max_depth=2, tainted=True),
+    )
+    assert (
+        _listed(
+            _server_env(
+                tainted, {"MMO_CALLER_TOKEN": session.root_token, "MMO_RUN_ID": session.run_id}
+            )
+        )
+        == tainted["enabled_tools"]
+    )
 
 
 def _codex_home(tmp_path: Path, config: dict) -> Path:
     home = tmp_path / "agent-home"
     home.mkdir()
-    write_config(home, {"model": "m", "model_provider": "p", "model_providers": {
-        "p": {"name": "p", "base_url": "http://127.0.0.1:9/v1", "wire_api": "responses"}},
-        "mcp_servers": {"mmo_mesh": config}, "features": {"shell_snapshot": False}})
+    write_config(
+        home,
+        {
+            "model": "m",
+            "model_provider": "p",
+            "model_providers": {
+                "p": {"name": "p", "base_url": "http://127.0.0.1:9/v1", "wire_api": "responses"}
+            },
+            "mcp_servers": {"mmo_mesh": config},
+            "features": {"shell_snapshot": False},
+        },
+    )
     return home
 
 
@@ -135,9 +197,13 @@ def test_real_codex_accepts_the_entry_under_strict_config(mmo_env, tmp_path):
     session = make_session(mmo_env.state_dir)
     home = _codex_home(tmp_path, _root_config(session))
     assert "mmo_mesh" in tomlkit.parse((home / "config.toml").read_text())["mcp_servers"]
-    proc = subprocess.run([str(codex_binary()), "app-server", "--strict-config", "--print-startup-config"],
-                          env={**os.environ, "CODEX_HOME": str(home), "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL,
-                          capture_output=True, timeout=30)
+    proc = subprocess.run(
+        [str(codex_binary()), "app-server", "--strict-config", "--print-startup-config"],
+        env={**os.environ, "CODEX_HOME": str(home), "HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
 
 
@@ -152,12 +218,17 @@ def test_real_codex_starts_the_mesh_and_sees_exactly_the_enabled_tools(mmo_env, 
     config = _root_config(session)
     config["command"], config["args"] = sys.executable, ["-m", "mmo_kernel.mesh"]
     home = _codex_home(tmp_path, config)
-    forwarded = {"MMO_CALLER_TOKEN": session.root_token, "MMO_RUN_ID": session.run_id,
-                 "HOME": str(tmp_path)}
+    forwarded = {
+        "MMO_CALLER_TOKEN": session.root_token,
+        "MMO_RUN_ID": session.run_id,
+        "HOME": str(tmp_path),
+    }
     with AppServer(home, tmp_path, env=forwarded) as app:
         seen: list = []
         deadline = time.monotonic() + 60
-        app.request("initialize", {"clientInfo": {"name": "mesh-test", "version": "0"}}, deadline, seen)
+        app.request(
+            "initialize", {"clientInfo": {"name": "mesh-test", "version": "0"}}, deadline, seen
+        )
         app.request("thread/start", {}, deadline, seen)
         status = app.request("mcpServerStatus/list", {}, deadline, seen)
     [mesh] = [s for s in status["data"] if s["name"] == "mmo_mesh"]
@@ -173,10 +244,15 @@ def test_real_codex_refuses_a_thread_when_the_mesh_rejects_the_caller(mmo_env, t
     config = _root_config(session)
     config["command"], config["args"] = sys.executable, ["-m", "mmo_kernel.mesh"]
     home = _codex_home(tmp_path, config)
-    with AppServer(home, tmp_path, env={"MMO_CALLER_TOKEN": "forged", "MMO_RUN_ID": session.run_id,
-                                         "HOME": str(tmp_path)}) as app:
+    with AppServer(
+        home,
+        tmp_path,
+        env={"MMO_CALLER_TOKEN": "forged", "MMO_RUN_ID": session.run_id, "HOME": str(tmp_path)},
+    ) as app:
         seen: list = []
         deadline = time.monotonic() + 60
-        app.request("initialize", {"clientInfo": {"name": "mesh-test", "version": "0"}}, deadline, seen)
+        app.request(
+            "initialize", {"clientInfo": {"name": "mesh-test", "version": "0"}}, deadline, seen
+        )
         with pytest.raises(RuntimeError, match="thread/start failed"):
             app.request("thread/start", {}, deadline, seen)

@@ -1,4 +1,5 @@
-"""Property: arbitrary input never crashes the server, stdout stays JSON-RPC, valid requests are answered.
+"""Property: arbitrary input never crashes the server, stdout stays JSON-RPC,
+and every valid request is answered with its id.
 
 One long-lived server per test; after each example a sentinel ``ping`` proves
 the server is alive and marks the end of that example's replies.
@@ -13,16 +14,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mesh.meshkit import INIT, MeshProc, line, make_session
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
-methods = st.sampled_from(["ping", "tools/list", "tools/call", "initialize", "nope", "notifications/x"])
-ids = st.one_of(st.integers(), st.text(max_size=10), st.booleans(), st.none(), st.floats(allow_nan=False))
+methods = st.sampled_from(
+    ["ping", "tools/list", "tools/call", "initialize", "nope", "notifications/x"]
+)
+ids = st.one_of(
+    st.integers(), st.text(max_size=10), st.booleans(), st.none(), st.floats(allow_nan=False)
+)
 messages = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "2.0", "1.0", 2]), "method": methods},
     optional={"id": ids, "params": json_values},
@@ -30,11 +41,19 @@ messages = st.fixed_dictionaries(
 
 
 def _is_valid_request(value) -> bool:
-    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0" or not isinstance(value.get("method"), str):
+    if (
+        not isinstance(value, dict)
+        or value.get("jsonrpc") != "2.0"
+        or not isinstance(value.get("method"), str)
+    ):
         return False
     rid = value.get("id")
-    return ("id" in value and isinstance(rid, (int, str)) and not isinstance(rid, bool)
-            and isinstance(value.get("params", {}), dict))
+    return (
+        "id" in value
+        and isinstance(rid, (int, str))
+        and not isinstance(rid, bool)
+        and isinstance(value.get("params", {}), dict)
+    )
 
 
 def _exchange(server: MeshProc, payload: bytes, expect_id=None, expect=False):

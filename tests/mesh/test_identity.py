@@ -8,7 +8,11 @@ import os
 import pytest
 from mesh.meshkit import call, make_session, req, session_call
 
-from mmo_kernel.mesh.capabilities import CapabilityUnavailable, read_capabilities, write_capabilities
+from mmo_kernel.mesh.capabilities import (
+    CapabilityUnavailable,
+    read_capabilities,
+    write_capabilities,
+)
 from mmo_kernel.mesh.tokens import hash_matches, mint_token, token_hash
 
 
@@ -60,8 +64,9 @@ def test_root_token_claiming_a_non_root_agent_is_refused(mmo_env):
     assert error["message"].startswith("only the root role")
 
 
-@pytest.mark.parametrize("missing", ["MMO_ROOT_SESSION_ID", "MMO_CALLER_AGENT", "MMO_CALLER_TOKEN",
-                                     "MMO_RUN_ID"])
+@pytest.mark.parametrize(
+    "missing", ["MMO_ROOT_SESSION_ID", "MMO_CALLER_AGENT", "MMO_CALLER_TOKEN", "MMO_RUN_ID"]
+)
 def test_missing_identity_variables_are_refused(mmo_env, missing):
     session = make_session(mmo_env.state_dir)
     error = _list_error(session.root_env(**{missing: None}))
@@ -118,19 +123,22 @@ def test_session_hash_disagreeing_with_capabilities_file_is_refused(mmo_env):
 
 def test_capabilities_file_round_trip_is_private_and_strict(tmp_path):
     token, _ = mint_token()
-    path = write_capabilities(tmp_path, root_mcp_token=token, native_agent_tokens={"lead": {"h": token}})
+    path = write_capabilities(
+        tmp_path, root_mcp_token=token, native_agent_tokens={"lead": {"h": token}}
+    )
     assert path.stat().st_mode & 0o777 == 0o600
     assert read_capabilities(tmp_path).root_mcp_token == token
-    path.write_text('{"schema_version": 1, "root_mcp_token": "%s", "extra": 1}' % token)
+    path.write_text(f'{{"schema_version": 1, "root_mcp_token": "{token}", "extra": 1}}')
     os.chmod(path, 0o600)
     with pytest.raises(CapabilityUnavailable, match="invalid capabilities file"):
         read_capabilities(tmp_path)
-    path.write_text('{"schema_version": true, "root_mcp_token": "%s"}' % token)
+    path.write_text(f'{{"schema_version": true, "root_mcp_token": "{token}"}}')
     with pytest.raises(CapabilityUnavailable):
         read_capabilities(tmp_path)
 
 
 # -- workers -------------------------------------------------------------------
+
 
 def test_running_worker_with_its_token_is_verified(mmo_env):
     session = make_session(mmo_env.state_dir)
@@ -146,8 +154,19 @@ def test_worker_token_is_valid_in_every_active_status(mmo_env, status):
     assert _tool_names(session.worker_env("builder", job_id, token))
 
 
-@pytest.mark.parametrize("status", ["queued", "paused", "suspended", "completed", "failed",
-                                    "cancelled", "stopped", "completed_with_warnings"])
+@pytest.mark.parametrize(
+    "status",
+    [
+        "queued",
+        "paused",
+        "suspended",
+        "completed",
+        "failed",
+        "cancelled",
+        "stopped",
+        "completed_with_warnings",
+    ],
+)
 def test_worker_token_is_refused_once_the_job_is_not_running(mmo_env, status):
     session = make_session(mmo_env.state_dir)
     job_id, token = session.add_job("builder", status=status)
@@ -225,6 +244,7 @@ def test_identity_is_rechecked_on_every_call(mmo_env):
 
 # -- native agents -------------------------------------------------------------
 
+
 def _native_env(session, parent_env, token):
     return {**parent_env, "MMO_CALLER_NATIVE": "1", "MMO_NATIVE_CALLER_TOKEN": token}
 
@@ -245,7 +265,9 @@ def test_native_agent_of_a_worker_gets_the_workers_tools(mmo_env):
 
 def test_native_token_of_another_parent_is_refused(mmo_env):
     session = make_session(mmo_env.state_dir)
-    native = _native_env(session, session.root_env(), session.native_tokens["builder"]["builder_helper"])
+    native = _native_env(
+        session, session.root_env(), session.native_tokens["builder"]["builder_helper"]
+    )
     assert _list_error(native)["message"].startswith("invalid native-agent")
 
 
@@ -258,15 +280,19 @@ def test_wrong_or_missing_native_token_is_refused(mmo_env, token):
 
 def test_native_flag_with_a_bad_value_is_refused(mmo_env):
     session = make_session(mmo_env.state_dir)
-    env = session.root_env(MMO_CALLER_NATIVE="yes",
-                           MMO_NATIVE_CALLER_TOKEN=session.native_tokens["lead"]["helper"])
+    env = session.root_env(
+        MMO_CALLER_NATIVE="yes", MMO_NATIVE_CALLER_TOKEN=session.native_tokens["lead"]["helper"]
+    )
     assert _list_error(env)["message"].startswith("invalid native-agent")
 
 
 def test_native_agent_needs_a_valid_parent_capability_too(mmo_env):
     session = make_session(mmo_env.state_dir)
-    env = _native_env(session, session.root_env(MMO_CALLER_TOKEN="forged"),
-                      session.native_tokens["lead"]["helper"])
+    env = _native_env(
+        session,
+        session.root_env(MMO_CALLER_TOKEN="forged"),
+        session.native_tokens["lead"]["helper"],
+    )
     assert "invalid MCP caller capability" in _list_error(env)["message"]
 
 

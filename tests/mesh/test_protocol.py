@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -17,15 +18,22 @@ def _error(reply):
 
 
 def test_requests_before_initialize_are_refused_with_their_id(mmo_env):
-    run = run_mesh([req(1, "ping"), req("x", "tools/list"), call(7, "agent_status", {"job_ids": ["a"]})])
+    run = run_mesh(
+        [req(1, "ping"), req("x", "tools/list"), call(7, "agent_status", {"job_ids": ["a"]})]
+    )
     assert run.returncode == 0
     assert [r["id"] for r in run.responses] == [1, "x", 7]
     assert all(r["error"] == NOT_INIT for r in run.responses)
 
 
 def test_initialize_negotiates_2025_06_18_and_then_ping_works(mmo_env):
-    run = run_mesh([req(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}),
-                    INITIALIZED, req(2, "ping")])
+    run = run_mesh(
+        [
+            req(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}),
+            INITIALIZED,
+            req(2, "ping"),
+        ]
+    )
     init = run.by_id(1)["result"]
     assert init["protocolVersion"] == "2025-06-18"
     assert init["capabilities"] == {"tools": {"listChanged": False}}
@@ -45,7 +53,9 @@ def test_newer_version_listed_by_the_official_sdk_is_accepted(mmo_env):
     assert run.by_id(1)["result"]["protocolVersion"] == "2025-11-25"
 
 
-def test_initialize_without_protocol_version_is_invalid_params_and_leaves_server_uninitialized(mmo_env):
+def test_initialize_without_protocol_version_is_invalid_params_and_leaves_server_uninitialized(
+    mmo_env,
+):
     run = run_mesh([req(1, "initialize", {}), req(2, "ping")])
     assert _error(run.by_id(1))["code"] == -32602
     assert _error(run.by_id(2)) == NOT_INIT
@@ -72,14 +82,30 @@ def test_second_initialize_is_refused(mmo_env):
         b'{"jsonrpc":"2.0","id":1,"method":"p\xed\xa0\x80"}',
         b"[" * 100000,
     ],
-    ids=["nan", "inf", "-inf", "dup-id", "dup-nested", "lone-high", "lone-low-key", "truncated",
-         "trailing", "bad-utf8", "encoded-surrogate", "deep-nesting"],
+    ids=[
+        "nan",
+        "inf",
+        "-inf",
+        "dup-id",
+        "dup-nested",
+        "lone-high",
+        "lone-low-key",
+        "truncated",
+        "trailing",
+        "bad-utf8",
+        "encoded-surrogate",
+        "deep-nesting",
+    ],
 )
 def test_parse_errors_answer_32700_with_null_id(mmo_env, raw):
     run = run_mesh([INIT, raw + b"\n", req("after", "ping")])
     assert run.returncode == 0
     bad = [r for r in run.responses if r["id"] is None]
-    assert len(bad) == 1 and bad[0]["error"]["code"] == -32700 and bad[0]["error"]["message"] == "parse error"
+    assert (
+        len(bad) == 1
+        and bad[0]["error"]["code"] == -32700
+        and bad[0]["error"]["message"] == "parse error"
+    )
     assert run.by_id("after")["result"] == {}, "the server keeps serving after a parse error"
 
 
@@ -120,17 +146,26 @@ def test_invalid_requests_answer_32600_echoing_only_valid_ids(mmo_env, message, 
 def test_batches_are_refused_even_when_every_member_is_valid(mmo_env):
     run = run_mesh([INIT, [req(1, "ping"), req(2, "ping")]])
     assert [r for r in run.responses if r["id"] != "init"] == [
-        {"jsonrpc": "2.0", "id": None,
-         "error": {"code": -32600, "message": "invalid request", "data": "batches are not supported"}}
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "invalid request",
+                "data": "batches are not supported",
+            },
+        }
     ]
 
 
 def test_notifications_are_never_answered(mmo_env):
-    notes = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
-             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
-             {"jsonrpc": "2.0", "method": "no/such/method"},
-             {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "agent_spawn"}},
-             {"jsonrpc": "2.0", "id": 99, "result": {}}]
+    notes = [
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "method": "no/such/method"},
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "agent_spawn"}},
+        {"jsonrpc": "2.0", "id": 99, "result": {}},
+    ]
     run = run_mesh([*notes, INIT, *notes])
     assert [r["id"] for r in run.responses] == ["init"]
 
@@ -176,21 +211,28 @@ def test_stray_prints_from_tool_code_land_on_stderr_not_stdout(mmo_env, tmp_path
         "def public_job(record):\n"
         "    return record\n"
     )
-    launcher = ("import sys; sys.path.insert(0, %r); import noisy_api; "
-                "sys.modules['mmo_kernel.api'] = noisy_api; "
-                "from mmo_kernel.mesh.server import main; raise SystemExit(main())") % str(sitedir)
+    launcher = (
+        f"import sys; sys.path.insert(0, {str(sitedir)!r}); import noisy_api; "
+        "sys.modules['mmo_kernel.api'] = noisy_api; "
+        "from mmo_kernel.mesh.server import main; raise SystemExit(main())"
+    )
     session = make_session(mmo_env.state_dir)
-    import subprocess
-
-    data = b"".join(json.dumps(m).encode() + b"\n"
-                    for m in (INIT, call(2, "agent_status", {"job_ids": ["j1"]})))
-    proc = subprocess.run([sys.executable, "-c", launcher], input=data, capture_output=True,
-                          env=session.root_env(), timeout=20)
+    data = b"".join(
+        json.dumps(m).encode() + b"\n" for m in (INIT, call(2, "agent_status", {"job_ids": ["j1"]}))
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", launcher],
+        input=data,
+        capture_output=True,
+        env=session.root_env(),
+        timeout=20,
+    )
     assert proc.returncode == 0, proc.stderr
     replies = [json.loads(raw) for raw in proc.stdout.splitlines()]
     assert [r["id"] for r in replies] == ["init", 2]
-    assert replies[1]["result"]["structuredContent"] == {"jobs": [{"session_id": session.session_id,
-                                                                   "job_id": "j1"}]}
+    assert replies[1]["result"]["structuredContent"] == {
+        "jobs": [{"session_id": session.session_id, "job_id": "j1"}]
+    }
     err = proc.stderr.decode()
     assert "python print from the API" in err and "raw fd write" in err and "child print" in err
 
@@ -200,3 +242,31 @@ def test_tools_call_requires_a_tool_name(mmo_env):
     run = session_call(session.root_env(), req(2, "tools/call", {"arguments": {}}))
     error = _error(run.by_id(2))
     assert error["code"] == -32602 and "unknown tool" in error["data"]
+
+
+HEAVY = (
+    "pydantic",
+    "mmo_kernel.api",
+    "mmo_kernel.gateway",
+    "mmo_kernel.plugins",
+    "mmo_kernel.mesh.identity",
+    "mmo_kernel.mesh.handlers",
+)
+PROBE = f"""import sys
+from mmo_kernel.mesh.server import main
+rc = main()
+heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))
+print('HEAVY=' + ','.join(heavy), file=sys.stderr)
+raise SystemExit(rc)
+"""
+
+
+def test_initialize_loads_no_pydantic_api_gateway_or_plugins(mmo_env):
+    """Cold start stays light: heavy modules load only when a tool is listed or called."""
+    data = json.dumps(INIT).encode() + b"\n" + json.dumps(req(2, "ping")).encode() + b"\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], input=data, capture_output=True, timeout=20
+    )
+    assert proc.returncode == 0
+    assert [json.loads(r)["id"] for r in proc.stdout.splitlines()] == ["init", 2]
+    assert "HEAVY=\n" in proc.stderr.decode(), proc.stderr.decode()

@@ -11,12 +11,33 @@ from mesh.meshkit import PROFILE, make_session, req, session_call
 from mmo_kernel.mesh.surface import AGENT_MCP_CONTROL_TOOLS, tools_for
 
 CONTROLS = [
-    "agent_inspect", "agent_trace", "agent_trace_record", "agent_steer", "agent_interrupt",
-    "agent_pause", "agent_continue", "agent_detach", "agent_stop", "agent_compact",
-    "agent_finalize", "agent_set_effort", "agent_respond", "agent_fork",
+    "agent_inspect",
+    "agent_trace",
+    "agent_trace_record",
+    "agent_steer",
+    "agent_interrupt",
+    "agent_pause",
+    "agent_continue",
+    "agent_detach",
+    "agent_stop",
+    "agent_compact",
+    "agent_finalize",
+    "agent_set_effort",
+    "agent_respond",
+    "agent_fork",
 ]
-ROOT = ["agent_spawn", "agents_spawn", "agent_status", "agents_wait", "agent_result", "agent_cancel",
-        "agent_result_accept", "agent_result_reject", "agent_patch_integrate", *CONTROLS]
+ROOT = [
+    "agent_spawn",
+    "agents_spawn",
+    "agent_status",
+    "agents_wait",
+    "agent_result",
+    "agent_cancel",
+    "agent_result_accept",
+    "agent_result_reject",
+    "agent_patch_integrate",
+    *CONTROLS,
+]
 
 
 def _tools(env):
@@ -36,29 +57,46 @@ def test_root_gets_every_tool_in_order(mmo_env):
 def test_tainted_root_loses_spawn_and_integrate(mmo_env):
     session = make_session(mmo_env.state_dir, tainted=True)
     names = list(_tools(session.root_env()))
-    assert names == [n for n in ROOT if n not in {"agent_spawn", "agents_spawn", "agent_patch_integrate"}]
+    assert names == [
+        n for n in ROOT if n not in {"agent_spawn", "agents_spawn", "agent_patch_integrate"}
+    ]
 
 
 def test_worker_that_may_spawn_gets_spawn_and_cancel_but_no_disposition(mmo_env):
     session = make_session(mmo_env.state_dir)
     job_id, token = session.add_job("builder", depth=1)
     names = list(_tools(session.worker_env("builder", job_id, token)))
-    assert names == ["agent_spawn", "agents_spawn", "agent_status", "agents_wait", "agent_result",
-                     "agent_cancel", *CONTROLS]
+    assert names == [
+        "agent_spawn",
+        "agents_spawn",
+        "agent_status",
+        "agents_wait",
+        "agent_result",
+        "agent_cancel",
+        *CONTROLS,
+    ]
 
 
 def test_worker_at_max_depth_gets_no_spawn_tools(mmo_env):
     session = make_session(mmo_env.state_dir)
     job_id, token = session.add_job("builder", depth=2)
     assert list(_tools(session.worker_env("builder", job_id, token))) == [
-        "agent_status", "agents_wait", "agent_result", *CONTROLS]
+        "agent_status",
+        "agents_wait",
+        "agent_result",
+        *CONTROLS,
+    ]
 
 
 def test_worker_without_can_spawn_gets_read_and_control_tools_only(mmo_env):
     session = make_session(mmo_env.state_dir)
     job_id, token = session.add_job("reviewer", depth=1)
     assert list(_tools(session.worker_env("reviewer", job_id, token))) == [
-        "agent_status", "agents_wait", "agent_result", *CONTROLS]
+        "agent_status",
+        "agents_wait",
+        "agent_result",
+        *CONTROLS,
+    ]
 
 
 def test_worker_in_a_tainted_session_cannot_spawn(mmo_env):
@@ -83,8 +121,15 @@ def test_spawn_schema_is_plain_and_lists_exactly_the_spawnable_agents_in_profile
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert schema["properties"]["agent"]["enum"] == ["builder", "reviewer", "scout"]
     assert schema["required"] == ["agent"]
-    assert set(schema["properties"]) == {"agent", "task_kind", "task", "mode", "write_scopes",
-                                         "literal_task", "attachments"}
+    assert set(schema["properties"]) == {
+        "agent",
+        "task_kind",
+        "task",
+        "mode",
+        "write_scopes",
+        "literal_task",
+        "attachments",
+    }
     text = repr(schema)
     for forbidden in ("oneOf", "anyOf", "$ref", "$defs", "'null'"):
         assert forbidden not in text
@@ -123,9 +168,19 @@ def test_arguments_use_the_api_keyword_names(mmo_env):
     tools = _tools(session.root_env())
     props = {name: set(t["inputSchema"]["properties"]) for name, t in tools.items()}
     assert props["agent_status"] == {"job_ids"}
-    assert props["agents_wait"] == {"job_ids", "timeout_seconds", "include_results", "after_revision"}
+    assert props["agents_wait"] == {
+        "job_ids",
+        "timeout_seconds",
+        "include_results",
+        "after_revision",
+    }
     assert props["agent_result"] == {"job_id", "cursor", "max_chars"}
-    for name in ("agent_cancel", "agent_result_accept", "agent_result_reject", "agent_patch_integrate"):
+    for name in (
+        "agent_cancel",
+        "agent_result_accept",
+        "agent_result_reject",
+        "agent_patch_integrate",
+    ):
         assert props[name] == {"job_id", "reason"}
     for name in CONTROLS:
         if name not in ("agent_inspect", "agent_trace", "agent_trace_record"):
