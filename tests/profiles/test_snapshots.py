@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,48 @@ def test_a_snapshot_outlives_its_profile_folder(make_profile):
     loaded = load_snapshot(snap["manifest"]["snapshot_hash"])
     assert loaded == snap
     assert snapshot_profile(loaded).id == "tiny"
+
+
+def test_concurrent_compiles_of_the_same_inputs_end_with_one_snapshot(make_profile, mmo_env):
+    folder = make_profile()
+    code = (
+        "import json, sys\n"
+        "from mmo_kernel.snapshots import compile_profile\n"
+        "print(compile_profile(sys.argv[1])['manifest']['snapshot_hash'])\n"
+    )
+    env = {
+        **os.environ,
+        "MMO_STATE_DIR": str(mmo_env.state_dir),
+        "MMO_CONFIG_DIR": str(mmo_env.config_dir),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outputs
+    hashes = {out.strip() for out, _err in outputs}
+    assert len(hashes) == 1
+    assert [p.name for p in (mmo_env.state_dir / "snapshots").iterdir()] == list(hashes)
+    assert load_snapshot(hashes.pop())["manifest"]["profile_id"] == "tiny"
+
+
+def test_losing_a_publish_race_discards_the_copy_and_keeps_the_winner(make_profile):
+    from mmo_kernel import snapshots
+
+    snap = compile_profile(make_profile())
+    root, digest = snap["directory"].parent, snap["manifest"]["snapshot_hash"]
+    files = {rel: (snap["directory"] / rel).read_bytes() for rel in snap["manifest"]["files"]}
+    staging = snapshots._write_tree(root, files, snap["manifest"])
+    assert staging.is_dir()
+    snapshots._publish(root, staging, digest)
+    assert not staging.exists()
+    assert [p.name for p in root.iterdir()] == [digest]
+    assert load_snapshot(digest) == snap
