@@ -292,3 +292,15 @@ def test_losing_a_publish_race_discards_the_copy_and_keeps_the_winner(make_profi
     assert not staging.exists()
     assert [p.name for p in root.iterdir()] == [digest]
     assert load_snapshot(digest) == snap
+
+
+def test_snapshot_catalog_entries_read_back_as_catalog_models(make_profile):
+    from mmo_kernel.catalog import Model, Route, load_catalog
+
+    snap = compile_profile(make_profile())
+    data = json.loads((snap["directory"] / "catalog.json").read_text())
+    catalog = load_catalog()
+    for key, entry in data["models"].items():
+        assert Model.model_validate(entry) == catalog.model(key)
+    for rid, entry in data["routes"].items():
+        assert Route.model_validate(entry) == catalog.route(rid)
