@@ -8,10 +8,16 @@ import os
 import signal
 import sys
 
+from ..paths import ensure_private_dir
 from ..processes import process_start_token
 from ..state import atomic_write_json
 from .process import new_record, read_record, record_path
+from .request_log import gateway_dir
 from .server import GatewayServer
+
+
+class ListenError(Exception):
+    """The configured address cannot be bound."""
 
 
 async def _serve(host: str, port: int, prefer_port: int | None) -> None:
@@ -21,7 +27,11 @@ async def _serve(host: str, port: int, prefer_port: int | None) -> None:
     except OSError:
         bound = None
     if bound is None:
-        bound = await server.start(host, port)
+        try:
+            bound = await server.start(host, port)
+        except OSError as exc:
+            raise ListenError(str(exc)) from None
+    ensure_private_dir(gateway_dir())
     token = process_start_token(os.getpid()) or ""
     atomic_write_json(record_path(), new_record(os.getpid(), token, bound[0], bound[1]))
     loop = asyncio.get_running_loop()
@@ -43,12 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--prefer-port", type=int, default=None)
     args = parser.parse_args(argv)
+    # Stream chunks cross from driver threads to the loop thread; the default 5 ms
+    # GIL switch interval would add up to 5 ms to each hand-off.
+    sys.setswitchinterval(0.0002)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"mmo gateway: refusing to bind non-loopback host {args.host!r}", file=sys.stderr)
         return 2
     try:
         asyncio.run(_serve(args.host, args.port, args.prefer_port))
-    except OSError as exc:
+    except ListenError as exc:
         print(f"mmo gateway: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     return 0

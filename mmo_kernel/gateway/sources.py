@@ -9,6 +9,7 @@ without restarting the shared gateway.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -66,18 +67,30 @@ class CatalogView:
         self._stamp: tuple[Any, ...] | None = None
         self._routes: dict[str, Route] = {}
         self._models: dict[str, Model] = {}
+        self._dir_stamp: tuple[str, int | None] | None = None
+        self._files: list[str] | None = None
 
     def _files_stamp(self) -> tuple[Any, ...]:
-        files = sorted((config_dir() / "catalog.d").glob("*.toml"))
-        builtin = Path(catalog_module.__file__).parent
-        files += sorted(builtin.glob("catalog*.toml")) + sorted((builtin / "catalog").glob("*.toml"))
-        stamp = []
-        for path in files:
+        """Cheap change detector: the fragment dir's mtime plus each catalog file's stat."""
+        fragments = config_dir() / "catalog.d"
+        try:
+            dir_stamp = os.stat(fragments).st_mtime_ns
+        except OSError:
+            dir_stamp = None
+        key = (str(fragments), dir_stamp)
+        if key != self._dir_stamp or self._files is None:
+            builtin = Path(catalog_module.__file__).parent
+            self._files = [str(p) for p in sorted(builtin.glob("catalog*.toml"))
+                           + sorted(fragments.glob("*.toml"))]
+            self._dir_stamp = key
+        stamp: list[Any] = [key]
+        for name in self._files:
             try:
-                info = path.stat()
+                info = os.stat(name)
             except OSError:
+                stamp.append((name, None))
                 continue
-            stamp.append((str(path), info.st_mtime_ns, info.st_size))
+            stamp.append((name, info.st_mtime_ns, info.st_size))
         return tuple(stamp)
 
     def _reload(self) -> None:
