@@ -1,0 +1,1 @@
+"""Worker jobs: records, admission, waiting, results, controls (spec 04)."""
