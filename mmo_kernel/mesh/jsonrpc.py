@@ -144,7 +144,7 @@ def classify(value: Any) -> Request | Response:
     return Request(method=method, params=params, request_id=echo_id, is_notification=not has_id)
 
 
-def success(request_id: str | int, result: Any) -> dict[str, Any]:
+def success(request_id: str | int | None, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 

@@ -148,7 +148,7 @@ class MeshServer:
         )
         return caller, offered, spawnable
 
-    def _context_error(self, rid: str | int, exc: Exception) -> dict[str, Any] | None:
+    def _context_error(self, rid: str | int | None, exc: Exception) -> dict[str, Any] | None:
         from .identity import IdentityError
 
         if isinstance(exc, IdentityError):
@@ -157,7 +157,7 @@ class MeshServer:
             return rpc.failure(rid, rpc.INTERNAL_ERROR, f"cannot load the caller's team: {exc}")
         return None
 
-    def _list_tools(self, rid: str | int) -> dict[str, Any]:
+    def _list_tools(self, rid: str | int | None) -> dict[str, Any]:
         try:
             _caller, offered, spawnable = self._context()
         except Exception as exc:

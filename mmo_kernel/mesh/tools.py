@@ -120,7 +120,7 @@ def input_schema(name: str, spawnable: Sequence[str]) -> dict[str, Any]:
     return schema
 
 
-def annotations(spec: ToolSpec) -> dict[str, Any]:
+def tool_annotations(spec: ToolSpec) -> dict[str, Any]:
     """MCP tool annotations, every hint an explicit boolean."""
     return {
         "title": spec.name.replace("_", " "),
@@ -138,7 +138,7 @@ def definitions(names: Sequence[str], spawnable: Sequence[str]) -> list[dict[str
             "name": name,
             "description": TOOL_SPECS[name].description,
             "inputSchema": input_schema(name, spawnable),
-            "annotations": annotations(TOOL_SPECS[name]),
+            "annotations": tool_annotations(TOOL_SPECS[name]),
         }
         for name in names
     ]
