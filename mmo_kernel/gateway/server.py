@@ -216,7 +216,7 @@ class Exchange:
                 put(queue.put_nowait, err)
             except Exception as exc:  # a driver bug becomes a visible 502, not a hang
                 put(queue.put_nowait, GatewayError(502, error_body(
-                    f"route driver {self.route.driver!r} failed: {type(exc).__name__}: {exc}",
+                    f"route driver {self.route.driver!r} failed: {type(exc).__name__}",
                     "server_error", "driver_error")))
             finally:
                 close = getattr(iterator, "close", None)

@@ -9,6 +9,7 @@ import time
 
 import psutil
 
+from mmo_kernel.catalog import load_catalog
 from mmo_kernel.gateway import ensure_gateway, gateway_status, stop_gateway
 from mmo_kernel.gateway.process import record_path
 from support.gateway_harness import Gateway
@@ -27,7 +28,7 @@ def test_gateway_lifecycle(mmo_env, mmo_process_guard):
         assert status["running"] and status["healthy"] and status["pid"] == first["pid"]
         client = Gateway(first["url"], mmo_env.state_dir / "gateway" / "requests.jsonl")
         models = client.request("GET", "/v1/models").json()
-        assert "local_scripted__scripted" in [m["id"] for m in models["data"]] or models["data"]
+        assert [m["id"] for m in models["data"]] == sorted(load_catalog().models)
 
         os.kill(first["pid"], signal.SIGKILL)
         deadline = time.monotonic() + 5
