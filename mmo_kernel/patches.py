@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .state import atomic_write_bytes
 
-PathKind = Literal["absent", "file", "symlink", "other"]
+PathKind = Literal["absent", "file", "symlink", "dir", "other"]
 
 
 def check_relative_path(value: str) -> str:
@@ -168,14 +168,22 @@ def read_state(root: Path, relative: str) -> tuple[PathKind, str | None, bytes |
     if stat.S_ISREG(info.st_mode):
         data = path.read_bytes()
         return "file", sha256_bytes(data), data, mode
+    if stat.S_ISDIR(info.st_mode):
+        return "dir", None, None, mode
     return "other", None, None, mode
 
 
 def check_preimage(workspace: Path, patch: Patch) -> None:
-    """Refuse with ``PreimageMismatch`` naming every path that differs from the base."""
+    """Refuse with ``PreimageMismatch`` naming every path that differs from the base.
+
+    A directory where the base had no file is fine: patches track files, and
+    a patch may replace a directory it empties with a file.
+    """
     moved = []
     for expected in patch.preimage:
         kind, digest, _, _ = read_state(Path(workspace), expected.relative_path)
+        if kind == "dir" and expected.kind == "absent":
+            continue
         if (kind, digest) != (expected.kind, expected.sha256):
             moved.append(expected.relative_path)
     if moved:
@@ -197,7 +205,9 @@ def begin_receipt(workspace: Path, changed_paths: Iterable[str]) -> ApplyReceipt
         kind, _, content, mode = read_state(root, rel)
         if kind == "other":
             raise ValueError(f"cannot patch {rel!r}: it is not a regular file or symlink in the workspace")
-        if kind != "absent":
+        if kind == "dir":
+            dir_modes[rel] = mode
+        elif kind != "absent":
             backups.append(Backup(relative_path=rel, kind=kind, mode=mode, content=content or b""))
         for parent in _parents(rel):
             info = _lstat(root / parent)
@@ -256,7 +266,7 @@ def verify_postimage(workspace: Path, patch: Patch) -> None:
         if rel in wanted:
             if kind not in ("file", "symlink") or digest != wanted[rel]:
                 wrong.append(rel)
-        elif kind != "absent":
+        elif kind not in ("absent", "dir"):
             wrong.append(rel)
     if wrong:
         raise RuntimeError(
@@ -317,7 +327,10 @@ def _unrestored(root: Path, receipt: ApplyReceipt) -> list[str]:
         same_mode = kind == "symlink" or mode == backup.mode
         if (kind, digest) != (backup.kind, sha256_bytes(backup.content)) or not same_mode:
             wrong.append(backup.relative_path)
-    wrong += [p for p in receipt.created_files if _lstat(root / p) is not None]
+    for rel in receipt.created_files:
+        info = _lstat(root / rel)
+        if info is not None and not (rel in receipt.dir_modes and stat.S_ISDIR(info.st_mode)):
+            wrong.append(rel)
     wrong += [p + "/" for p in receipt.created_dirs if _lstat(root / p) is not None]
     return wrong
 

@@ -30,8 +30,10 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes, int]]:
                 state[rel] = ("symlink", os.readlink(path).encode(), 0)
             elif stat.S_ISDIR(info.st_mode):
                 state[rel] = ("dir", b"", stat.S_IMODE(info.st_mode))
-            else:
+            elif stat.S_ISREG(info.st_mode):
                 state[rel] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
+            else:
+                state[rel] = ("special", b"", stat.S_IMODE(info.st_mode))
     return state
 
 
