@@ -1,0 +1,313 @@
+"""Reading and disposing of a job's result (spec 04, "Results").
+
+Any agent of the session may read a result; disposition (accept, reject,
+integrate, cancel, controls) belongs to the session's root and to the job's
+ancestors. Reads are exact character pages of ``result.md`` (or of the
+partial result when there is no final one), and only files inside the job's
+own directory are ever opened, whatever paths the record names.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ..audit import append_audit
+from ..session_records import read_session_record, session_file
+from ..state import runtime_lock
+from .records import (
+    TERMINAL_JOB_STATUSES,
+    job_dir,
+    public_job,
+    read_job_record,
+    write_job_record,
+    apply_job_fields,
+)
+
+DEFAULT_MAX_CHARS = 20000
+MAX_PAGE_CHARS = 200000
+MAX_REASON_CHARS = 2000
+RESULT_FILES = {"result_path": "result.md", "partial_result_path": "partial-result.md",
+                "structured_result_path": "result.json"}
+UNSAFE_PHRASES = {"result_path": "unsafe result path",
+                  "partial_result_path": "unsafe partial-result path",
+                  "structured_result_path": "unsafe structured-result path"}
+
+
+# ---------------------------------------------------------------- authority --
+
+
+def load_session_job(job_id: str, session_id: str) -> dict[str, Any]:
+    """The job record, refusing a job of another session as unknown (no cross-session reads)."""
+    record = read_job_record(job_id)
+    if record["session_id"] != session_id:
+        raise FileNotFoundError(f"no job {job_id!r} in session {session_id!r}")
+    return record
+
+
+def ancestors(record: dict[str, Any]) -> list[str]:
+    """Job ids of the job's parents, nearest first (``caller_job_id`` chain)."""
+    chain: list[str] = []
+    parent = record.get("caller_job_id")
+    while isinstance(parent, str) and parent and parent not in chain:
+        chain.append(parent)
+        try:
+            parent = read_job_record(parent).get("caller_job_id")
+        except (FileNotFoundError, ValueError, RuntimeError):
+            break
+    return chain
+
+
+def caller_is_root(session: dict[str, Any], caller_agent: str | None,
+                   caller_job_id: str | None) -> bool:
+    """The root acts without a job id, as the session's ``root_agent`` (or as the API user)."""
+    return caller_job_id is None and caller_agent in (None, session["root_agent"])
+
+
+def check_caller_job(session: dict[str, Any], caller_agent: str | None,
+                     caller_job_id: str | None) -> None:
+    """A worker caller must name a job of this session that runs as ``caller_agent``."""
+    if caller_job_id is None:
+        return
+    try:
+        caller = read_job_record(caller_job_id)
+    except FileNotFoundError:
+        raise PermissionError(f"caller job {caller_job_id!r} does not exist") from None
+    if caller["session_id"] != session["session_id"]:
+        raise PermissionError(f"caller job {caller_job_id} belongs to another session")
+    if caller_agent is not None and caller["agent"] != caller_agent:
+        raise PermissionError(f"caller job {caller_job_id} runs agent {caller['agent']!r}, "
+                              f"not {caller_agent!r}")
+
+
+def is_lineage_owner(record: dict[str, Any], session: dict[str, Any], caller_agent: str | None,
+                     caller_job_id: str | None) -> bool:
+    """True for the root and for the job's ancestors."""
+    check_caller_job(session, caller_agent, caller_job_id)
+    if caller_is_root(session, caller_agent, caller_job_id):
+        return True
+    return caller_job_id is not None and caller_job_id in ancestors(record)
+
+
+def require_disposition(record: dict[str, Any], session: dict[str, Any],
+                        caller_agent: str | None, caller_job_id: str | None, what: str) -> None:
+    """Refuse (``PermissionError``, ``not a descendant``) anyone but the root and ancestors."""
+    if not is_lineage_owner(record, session, caller_agent, caller_job_id):
+        who = caller_job_id or caller_agent
+        raise PermissionError(
+            f"{what} of job {record['job_id']} is refused: it is not a descendant of "
+            f"{who!r}; only the session root and the job's ancestors may {what}")
+
+
+# ---------------------------------------------------------------- reading --
+
+
+def safe_job_file(record: dict[str, Any], field: str) -> Path | None:
+    """The file a result field names, only if it lies inside the job's own directory.
+
+    Relative paths are taken inside the job dir; an absolute path must
+    resolve there too. The default file name is used when the field is
+    unset. ``None`` when the file does not exist.
+    """
+    directory = job_dir(record["job_id"])
+    value = record.get(field)
+    if value is None:
+        candidate = directory / RESULT_FILES[field]
+    elif isinstance(value, str) and value:
+        candidate = Path(value) if os.path.isabs(value) else directory / value
+    else:
+        raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {field} must be a path string")
+    real_dir = os.path.realpath(directory)
+    real = os.path.realpath(candidate)
+    if os.path.dirname(real) != real_dir and not real.startswith(real_dir + os.sep):
+        raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {field} of job {record['job_id']} points "
+                           "outside the job's directory")
+    if not os.path.lexists(candidate):
+        return None
+    return Path(real)
+
+
+def read_job_text(record: dict[str, Any], field: str) -> str | None:
+    """The UTF-8 text of a result file (no symlinked leaf), or ``None`` if it is absent."""
+    path = safe_job_file(record, field)
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {path.name} is a symlink") from None
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {path.name} is not a regular file")
+        raw = handle.read()
+    return raw.decode("utf-8", "replace")
+
+
+def _structured(record: dict[str, Any]) -> tuple[bool, Any]:
+    """``(True, value)`` when the contract validated and ``result.json`` exists."""
+    if record.get("contract_valid") is not True:
+        return False, None
+    text = read_job_text(record, "structured_result_path")
+    if text is None:
+        return False, None
+    try:
+        return True, json.loads(text)
+    except json.JSONDecodeError:
+        return False, None
+
+
+def current_result(record: dict[str, Any]) -> tuple[str, str]:
+    """``(result_kind, text)``: the final result, else the partial one; else an error."""
+    final = read_job_text(record, "result_path")
+    if final is not None and record.get("result_kind") != "partial":
+        return "final", final
+    partial = read_job_text(record, "partial_result_path")
+    if partial is not None:
+        return "partial", partial
+    if final is not None:
+        return "final", final
+    raise RuntimeError(f"job {record['job_id']} has no result yet (status {record['status']}); "
+                       "wait for it with wait_for_jobs")
+
+
+def _check_page_args(cursor: Any, max_chars: Any) -> None:
+    if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
+        raise ValueError(f"cursor must be a non-negative integer, got {cursor!r}")
+    if (not isinstance(max_chars, int) or isinstance(max_chars, bool)
+            or not 1 <= max_chars <= MAX_PAGE_CHARS):
+        raise ValueError(f"max_chars must be an integer from 1 to {MAX_PAGE_CHARS}, "
+                         f"got {max_chars!r}")
+
+
+def _audit(session_id: str, record: dict[str, Any], event: str, **fields: Any) -> None:
+    """Append to the session's audit log (skipped only when the session itself is gone)."""
+    try:
+        session = read_session_record(session_id)
+    except FileNotFoundError:
+        return
+    run_id = (session.get("current_run_id") or session.get("last_run_id")
+              or record.get("run_id") or "unknown")
+    append_audit(session_file(session_id, "audit.jsonl"), event, run_id,
+                 job_id=record["job_id"], agent=record["agent"], **fields)
+
+
+def _mark_read(job_id: str) -> bool:
+    """``unread`` (or unset) -> ``read``, once, under the runtime lock; True if it moved."""
+    with runtime_lock():
+        record = read_job_record(job_id)
+        if record.get("result_state") not in (None, "unread"):
+            return False
+        write_job_record(apply_job_fields(record, {"result_state": "read"}))
+    return True
+
+
+def read_result(job_id: str, session_id: str, cursor: int = 0,
+                max_chars: int = DEFAULT_MAX_CHARS, caller_job_id: str | None = None,
+                caller_agent: str | None = None) -> dict[str, Any]:
+    """One page of the job's result; reading the last page marks it ``read``.
+
+    With a validated contract and ``result.json``, the page at cursor 0 is
+    the parsed value (``content_format = "json"``) and the whole result;
+    otherwise pages are exact character slices of the text.
+    """
+    _check_page_args(cursor, max_chars)
+    record = load_session_job(job_id, session_id)
+    if caller_job_id is not None:
+        check_caller_job({"session_id": session_id, "root_agent": None}, caller_agent,
+                         caller_job_id)
+    kind, text = current_result(record)
+    total = len(text)
+    structured, value = _structured(record) if kind == "final" else (False, None)
+    if cursor > total or (cursor == total and cursor > 0):
+        raise ValueError(f"cursor {cursor} exceeds the result length ({total} characters)")
+    if structured and cursor == 0:
+        content, end, fmt = value, total, "json"
+    else:
+        end = min(total, cursor + max_chars)
+        content, fmt = text[cursor:end], "text"
+    last = end >= total
+    state = record.get("result_state") or "unread"
+    if last and _mark_read(job_id):
+        state = "read"
+        _audit(session_id, record, "agent_result_read", result_kind=kind,
+               caller_agent=caller_agent, caller_job_id=caller_job_id)
+    elif last:
+        state = read_job_record(job_id).get("result_state") or state
+    return {
+        "job_id": job_id,
+        "status": record["status"],
+        "content_format": fmt,
+        "content": content,
+        "cursor": cursor,
+        "next_cursor": None if last else end,
+        "truncated": not last,
+        "total_chars": total,
+        "result_kind": kind,
+        "result_state": state,
+    }
+
+
+# ------------------------------------------------------------- disposition --
+
+
+def check_reason(reason: Any) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("a reason is required (a non-empty string)")
+    if len(reason) > MAX_REASON_CHARS:
+        raise ValueError(f"reason must be at most {MAX_REASON_CHARS} characters")
+    return reason
+
+
+def _dispose(job_id: str, reason: str, session_id: str, caller_agent: str | None,
+             caller_job_id: str | None, new_state: str, event: str) -> dict[str, Any]:
+    reason = check_reason(reason)
+    session = read_session_record(session_id)
+    verb = "accept" if new_state == "accepted" else "reject"
+    with runtime_lock():
+        record = load_session_job(job_id, session_id)
+        require_disposition(record, session, caller_agent, caller_job_id, f"{verb}ing the result")
+        if record["status"] not in TERMINAL_JOB_STATUSES:
+            raise RuntimeError(f"cannot {verb} the result of job {job_id} while it is "
+                               f"{record['status']}; wait for it to finish (or stop it)")
+        if record.get("result_state") != "read":
+            raise RuntimeError(f"result must be read before it can be {new_state} (job {job_id} "
+                               f"result_state is {record.get('result_state') or 'unread'}); "
+                               "read it to the last page with read_result")
+        updated = write_job_record(apply_job_fields(record, {
+            "result_state": new_state, "disposition_reason": reason,
+            "disposed_by": caller_job_id or caller_agent or session["root_agent"]}))
+    _audit(session_id, record, event, reason=reason, caller_agent=caller_agent,
+           caller_job_id=caller_job_id)
+    return updated
+
+
+def accept_result(job_id: str, reason: str, session_id: str, caller_agent: str | None,
+                  caller_job_id: str | None = None) -> dict[str, Any]:
+    """Accept a read result (root or ancestors only); returns the public job record."""
+    record = _dispose(job_id, reason, session_id, caller_agent, caller_job_id, "accepted",
+                      "agent_result_accepted")
+    return public_job(record)
+
+
+def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str | None,
+                  caller_job_id: str | None = None) -> dict[str, Any]:
+    """Reject a read result and remove the writer's worktree; returns the public record."""
+    from .workspace import job_workspace_cleanup
+
+    record = _dispose(job_id, reason, session_id, caller_agent, caller_job_id, "rejected",
+                      "agent_result_rejected")
+    job_workspace_cleanup(record)
+    return public_job(read_job_record(job_id))
+
+
+__all__ = ["accept_result", "ancestors", "check_reason", "current_result", "is_lineage_owner",
+           "load_session_job", "read_job_text", "read_result", "reject_result",
+           "require_disposition", "safe_job_file"]

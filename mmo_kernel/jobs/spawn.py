@@ -1,0 +1,193 @@
+"""Spawning: admit a batch, create the jobs, give writers a workspace, launch the hosts.
+
+Creation happens under the same runtime lock as admission, so two spawns
+can never both pass a capacity or write-scope check; if creating any item
+fails, every item of the batch is removed again. Launching happens after
+the lock is released: each job gets a freshly minted MCP caller token (only
+its hash is recorded; the token reaches the host through its environment).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..audit import append_audit
+from ..goals import cap_objective
+from ..mesh.tokens import mint_token
+from ..patches import WorkspaceHandle
+from ..plugins import plugin_system
+from ..session_env import session_environment
+from ..session_records import new_record_id, read_session_record, session_file, utc_now
+from ..snapshots import snapshot_contract
+from ..state import atomic_write_text, runtime_lock
+from .admission import Admitted, Context, SpawnSpec, admit, load_context, parse_specs
+from .records import (
+    job_dir,
+    job_file,
+    new_job_id,
+    public_job,
+    read_job_record,
+    transition_job,
+    update_job,
+    write_job_record,
+)
+
+WORKSPACE_DIR = "workspace"
+
+
+def isolator_for(profile: Any):
+    """The session profile's workspace-isolation driver, with its options."""
+    coord = profile.coordination
+    cls = plugin_system().registry.driver_class("workspace_isolation", coord.isolation)
+    return cls(coord.isolation_options)
+
+
+def _contract_fields(ctx: Context, item: Admitted) -> dict[str, Any]:
+    if item.spec.output_contract is None:
+        return {}
+    schema = snapshot_contract(ctx.session["snapshot_hash"], item.agent)
+    return {"output_contract": schema, "contract_enforcement": item.spec.contract_enforcement,
+            "contract_transport": item.spec.contract_transport}
+
+
+def _goal_fields(item: Admitted) -> dict[str, Any]:
+    if item.spec.execution_mode != "goal":
+        return {}
+    return {"goal_token_budget": item.spec.goal_token_budget,
+            "max_goal_token_budget": item.spec.max_goal_token_budget,
+            "goal_objective": cap_objective(item.task_text)}
+
+
+def build_record(ctx: Context, item: Admitted, job_id: str, batch_id: str,
+                 extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The new job's record: every spec-04 field known at admission (unset ones omitted)."""
+    session, caller, spec = ctx.session, ctx.caller, item.spec
+    record: dict[str, Any] = {
+        "job_id": job_id, "session_id": session["session_id"],
+        "run_id": session.get("current_run_id") or session.get("last_run_id"),
+        "profile_id": session["profile_id"], "snapshot_hash": session["snapshot_hash"],
+        "agent": item.agent, "caller_agent": caller.agent, "caller_job_id": caller.job_id,
+        "depth": caller.depth + 1, "batch_id": batch_id, "status": "queued",
+        "task": item.task_text, "task_kind": item.task_kind, "literal_task": item.literal_task,
+        "literal_input_sha256": item.literal_input_sha256, "mode": item.mode,
+        "write_scope": item.write_scope or None,
+        "write_scope_resolved": item.write_scope_resolved or None,
+        "attachments": item.attachments or None, "approval_policy": spec.approval_policy,
+        "execution_mode": spec.execution_mode, "cwd": session["cwd"], "control_revision": 0,
+        "resource_lock_key": spec.resource_lock_key,
+        "resource_units": spec.resource_units if spec.resource_lock_key else None,
+        "events_path": str(job_file(job_id, "events.jsonl")),
+        "stderr_path": str(job_file(job_id, "stderr.log")),
+        "created_at": utc_now(),
+        **_goal_fields(item), **_contract_fields(ctx, item), **extra,
+    }
+    return record
+
+
+def _prepare_workspace(ctx: Context, item: Admitted, job_id: str) -> dict[str, Any]:
+    handle: WorkspaceHandle = isolator_for(ctx.profile).prepare(
+        Path(ctx.session["cwd"]), job_dir(job_id) / WORKSPACE_DIR, item.write_scope, job_id)
+    return handle.model_dump()
+
+
+def cleanup_workspace(record: Mapping[str, Any]) -> None:
+    """Remove a writer's private workspace through the isolator that made it (idempotent)."""
+    data = record.get("workspace")
+    if not data:
+        return
+    handle = WorkspaceHandle.model_validate(data)
+    cls = plugin_system().registry.driver_class("workspace_isolation", handle.isolator)
+    cls().cleanup(handle)
+
+
+def _create(ctx: Context, item: Admitted, job_id: str, batch_id: str,
+            extra: Mapping[str, Any]) -> dict[str, Any]:
+    record = build_record(ctx, item, job_id, batch_id, extra)
+    write_job_record(record)
+    atomic_write_text(job_file(job_id, "prompt.txt"), item.task_text)
+    if item.mode == "workspace-write":
+        workspace = _prepare_workspace(ctx, item, job_id)
+        record = update_job(job_id, workspace=workspace, cwd=workspace["root"])
+    return record
+
+
+def _discard(job_id: str) -> None:
+    try:
+        cleanup_workspace(read_job_record(job_id))
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(job_dir(job_id), ignore_errors=True)
+
+
+def create_batch(ctx: Context, items: list[Admitted],
+                 extras: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Create every admitted job (under the runtime lock); on failure remove them all."""
+    batch_id = new_record_id("batch")
+    created: list[str] = []
+    records = []
+    try:
+        for index, item in enumerate(items):
+            job_id = new_job_id(item.agent)
+            created.append(job_id)
+            records.append(_create(ctx, item, job_id, batch_id,
+                                   extras[index] if extras else {}))
+    except BaseException:
+        for job_id in created:
+            _discard(job_id)
+        raise
+    return records
+
+
+def launch(job_id: str) -> dict[str, Any]:
+    """Mint the caller token, start the host detached, record it and audit ``agent_started``."""
+    from ..plugins import get_driver
+
+    session = read_session_record(read_job_record(job_id)["session_id"])
+    token, token_hash = mint_token()
+    record = update_job(job_id, mcp_caller_token_hash=token_hash)
+    env = session_environment(session, record["agent"], identity={
+        "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
+    host = get_driver("execution_hosts", "app_server")
+    try:
+        pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
+    except Exception as exc:
+        transition_job(job_id, "failed", error=f"the job host could not be started: {exc}")
+        raise RuntimeError(f"job {job_id}: the job host could not be started: {exc}") from exc
+    record = transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
+                            runner_start_token=start_token, started_at=utc_now())
+    run_id = session.get("current_run_id") or session.get("last_run_id") or record.get("run_id")
+    append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_started", run_id,
+                 job_id=job_id, agent=record["agent"], batch_id=record.get("batch_id"),
+                 caller_agent=record.get("caller_agent"),
+                 caller_job_id=record.get("caller_job_id"), mode=record.get("mode"))
+    return record
+
+
+def admit_and_create(session_id: str, caller_agent: str, caller_job_id: str | None,
+                     specs: list[SpawnSpec],
+                     extras: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    with runtime_lock():
+        ctx = load_context(session_id, caller_agent, caller_job_id)
+        return create_batch(ctx, admit(ctx, specs), extras)
+
+
+def spawn_jobs(specs: list[dict[str, Any]], session_id: str, caller_agent: str,
+               caller_job_id: str | None = None) -> dict[str, Any]:
+    """Admit a batch all-or-nothing and launch it: ``{"atomic": True, "accepted": [...]}``."""
+    records = admit_and_create(session_id, caller_agent, caller_job_id, parse_specs(specs))
+    return {"atomic": True, "accepted": [public_job(launch(r["job_id"])) for r in records]}
+
+
+def spawn_job(session_id: str, caller_agent: str, caller_job_id: str | None, agent_id: str,
+              task_kind: str | None = None, task: str | None = None, mode: str = "read-only",
+              write_scope_values: list[str] | None = None,
+              literal_task: dict[str, Any] | None = None,
+              attachments: list[str] | None = None) -> dict[str, Any]:
+    """Admit and launch one job; returns its public record (``job_id``, ``batch_id``, ...)."""
+    spec = {"agent": agent_id, "task_kind": task_kind, "task": task, "mode": mode,
+            "write_scopes": write_scope_values, "literal_task": literal_task,
+            "attachments": attachments}
+    return spawn_jobs([spec], session_id, caller_agent, caller_job_id)["accepted"][0]

@@ -1,0 +1,149 @@
+"""``wait_for_jobs``: block until jobs finish or make progress (spec 04 "Waiting").
+
+Waking is driven by the records themselves: every change a host or a
+control makes rewrites ``metadata.json`` (atomic rename, new inode and
+mtime), so the waiter stats each record every ``POLL_SECONDS`` and re-reads
+only those that changed. A full reconciling reload every
+``RECONCILE_SECONDS`` notices a runner that died without writing anything.
+The loop sleeps between polls, so waiting costs no measurable CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..records import is_exact_int
+from .authority import require_session_job
+from .listing import load_job
+from .records import TERMINAL_JOB_STATUSES, job_file, progress_revision
+from .result_files import result_source
+
+POLL_SECONDS = 0.05
+RECONCILE_SECONDS = 1.0
+PREVIEW_CHARS = 4000
+RESULT_READING_NOTE = (
+    "Each results entry is a bounded preview (at most 4000 characters; truncated = true when "
+    "the result is longer). Read the full result with agent_result (read_result), following "
+    "next_cursor until it is null."
+)
+
+
+def _check_arguments(job_ids: Any, timeout_seconds: Any,
+                     after_revision: Any) -> tuple[list[str], float, dict[str, int] | None]:
+    if not isinstance(job_ids, (list, tuple)) or not job_ids or not all(
+            isinstance(j, str) for j in job_ids):
+        raise ValueError("job_ids must be a non-empty list of job ids")
+    ids = list(dict.fromkeys(job_ids))
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) \
+            or not timeout_seconds >= 0:
+        raise ValueError(f"timeout_seconds must be a number >= 0, got {timeout_seconds!r}")
+    if after_revision is None:
+        return ids, float(timeout_seconds), None
+    if not isinstance(after_revision, Mapping) or set(after_revision) != set(ids):
+        raise ValueError("after_revision must name exactly the requested jobs "
+                         f"({', '.join(ids)})")
+    for job_id, value in after_revision.items():
+        if not is_exact_int(value) or value < 0:
+            raise ValueError(f"after_revision[{job_id!r}] must be an int >= 0, got {value!r}")
+    return ids, float(timeout_seconds), dict(after_revision)
+
+
+def _stamp(job_id: str) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(job_file(job_id, "metadata.json"))
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
+def preview(record: dict[str, Any]) -> dict[str, Any]:
+    """A bounded preview of a finished job's result (final, else partial)."""
+    entry: dict[str, Any] = {"status": record["status"]}
+    try:
+        path, kind = result_source(record)
+    except RuntimeError as exc:
+        return {**entry, "preview": "", "truncated": False, "error": str(exc)}
+    if path is None:
+        return {**entry, "preview": "", "truncated": False, "result_kind": None,
+                "note": "no result was recorded"}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return {**entry, "preview": text[:PREVIEW_CHARS], "truncated": len(text) > PREVIEW_CHARS,
+            "total_chars": len(text), "result_kind": kind,
+            "result_state": record.get("result_state")}
+
+
+class _Watch:
+    """The latest records of the watched jobs, re-read only when their file changes."""
+
+    def __init__(self, ids: list[str], session_id: str) -> None:
+        self.ids = ids
+        self.records: dict[str, dict[str, Any]] = {}
+        self.stamps: dict[str, Any] = {}
+        for job_id in ids:
+            record = load_job(job_id)
+            require_session_job(record, session_id)
+            self.records[job_id] = record
+            self.stamps[job_id] = _stamp(job_id)
+        self.reconciled_at = time.monotonic()
+
+    def refresh(self) -> None:
+        full = time.monotonic() - self.reconciled_at >= RECONCILE_SECONDS
+        for job_id in self.ids:
+            stamp = _stamp(job_id)
+            if full or stamp != self.stamps[job_id]:
+                self.records[job_id] = load_job(job_id)
+                self.stamps[job_id] = _stamp(job_id)
+        if full:
+            self.reconciled_at = time.monotonic()
+
+    def revisions(self) -> dict[str, int]:
+        return {j: progress_revision(r) for j, r in self.records.items()}
+
+    def unfinished(self) -> list[str]:
+        return [j for j in self.ids if self.records[j]["status"] not in TERMINAL_JOB_STATUSES]
+
+
+def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
+                  include_results: bool = True,
+                  after_revision: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Wait until every job is terminal, a job moves past ``after_revision``, or the timeout.
+
+    Returns ``{"unfinished", "progress_revisions", "changed_job_ids",
+    "timed_out_waiting"}`` plus bounded ``results`` and ``result_reading_note``
+    when ``include_results`` and at least one job is finished.
+    """
+    ids, timeout, after = _check_arguments(job_ids, timeout_seconds, after_revision)
+    watch = _Watch(ids, session_id)
+    baseline = after if after is not None else watch.revisions()
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while True:
+        moved = [j for j, rev in watch.revisions().items() if rev > baseline[j]]
+        if not watch.unfinished() or (after is not None and moved):
+            break
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+        time.sleep(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
+        watch.refresh()
+    return _result(watch, baseline, timed_out, include_results)
+
+
+def _result(watch: _Watch, baseline: dict[str, int], timed_out: bool,
+            include_results: bool) -> dict[str, Any]:
+    revisions = watch.revisions()
+    unfinished = watch.unfinished()
+    result: dict[str, Any] = {
+        "unfinished": unfinished,
+        "progress_revisions": revisions,
+        "changed_job_ids": [j for j in watch.ids if revisions[j] > baseline[j]],
+        "timed_out_waiting": timed_out,
+    }
+    finished = [j for j in watch.ids if j not in unfinished]
+    if include_results and finished:
+        result["results"] = {j: preview(watch.records[j]) for j in finished}
+        result["result_reading_note"] = RESULT_READING_NOTE
+    return result
