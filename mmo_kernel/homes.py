@@ -108,7 +108,7 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     if driver.model_catalog_entry(route, model) is not None:
         config["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
     config["sandbox_workspace_write"] = {"network_access": False}
-    features: dict[str, Any] = {"plugins": False, "remote_plugin": False}
+    features: dict[str, Any] = {"plugins": False, "remote_plugin": False, "shell_snapshot": False}
     if spec.native_agents:
         features["multi_agent"] = True
     config["features"] = features

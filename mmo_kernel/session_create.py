@@ -13,6 +13,7 @@ from .homes import HomeContext, materialize_home, snapshot_catalog
 from .paths import ensure_private_dir, state_dir
 from .plugins import get_driver
 from .session_records import (
+    CREATING_MARKER,
     new_record_id,
     session_dir,
     session_file,
@@ -130,6 +131,7 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
     root_token, root_hash, native_tokens = _mint_tokens(resolved)
     directory = session_dir(session_id)
     directory.mkdir(mode=0o700)
+    (directory / CREATING_MARKER).touch(mode=0o600)
     try:
         record = _populate(directory, session_id, run_id, snapshot, resolved, models, workdir,
                            session_kind, codex_binary, settings, gateway, availability, faults,
@@ -137,6 +139,7 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)  # a failed create leaves nothing behind
         raise
+    (directory / CREATING_MARKER).unlink()
     try:
         append_audit(session_file(session_id, "audit.jsonl"), "run_started", run_id,
                      profile_id=resolved.id, snapshot_hash=record["snapshot_hash"],

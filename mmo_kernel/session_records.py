@@ -31,6 +31,8 @@ SessionStatus = Literal["starting", "running", "detached", "paused", "suspended"
 RETIRED_SESSION_FIELDS = ("progress_interval_seconds", "timeout_seconds", "execution_policy",
                           "active_work_seconds", "active_work_cap_seconds",
                           "automatic_renewal_enabled")
+CREATING_MARKER = ".creating"
+"""Present in a session directory until ``create_session`` has written its record."""
 _ID_PATTERN = re.compile(r"^[0-9]{8}-[0-9]{6}-[a-z0-9-]{1,40}-[0-9a-f]{6}$")
 
 
@@ -113,6 +115,8 @@ class SessionRecord(StrictRecord):
     root_compacted_at: str | None = None
     root_compaction_error: str | None = None
     root_usage: dict[str, int] | None = None
+    root_images: list[str] | None = None
+    root_continue_input: str | None = None
     cold_pause_pending: bool | None = None
     paused_job_ids: list[str] | None = None
     pending_requests: list[dict[str, Any]] | None = None
@@ -256,8 +260,8 @@ def iter_session_records() -> list[dict[str, Any]]:
         return []
     records = []
     for entry in sorted(root.iterdir(), reverse=True):
-        if entry.name.startswith("."):
-            continue
+        if entry.name.startswith(".") or (entry / CREATING_MARKER).exists():
+            continue  # hidden, or a session still being created
         try:
             records.append(read_session_record(entry.name))
         except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:

@@ -1,11 +1,36 @@
-"""The ``app_server`` driver."""
+"""The ``app_server`` execution host driver: detached runner processes around Codex app-server."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from mmo_kernel.drivers import ExecutionHost
+from mmo_kernel.processes import spawn_detached
+
+
+class AppServerOptions(BaseModel):
+    """``host_options`` of an agent that runs on ``app_server``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    max_recoveries: int = Field(default=3, ge=0, le=20)
+    """How many times a lost app-server is restarted on the same thread."""
 
 
 class AppServerHost(ExecutionHost):
     """Runs an agent in a Codex app-server owned by a detached runner process."""
 
     name = "app_server"
+    Options = AppServerOptions
+
+    def launch_root(self, session_id: str, log_path: Path, env: dict[str, str]) -> tuple[int, str]:
+        """Start the root controller for ``session_id``; returns ``(pid, start_token)``."""
+        argv = [sys.executable, "-m", "mmo_app_server.root_host", session_id]
+        return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
+
+    def launch_job(self, job_id: str, log_path: Path, env: dict[str, str]) -> tuple[int, str]:
+        """Start the worker runner for ``job_id``; returns ``(pid, start_token)``."""
+        argv = [sys.executable, "-m", "mmo_app_server.job_host", job_id]
+        return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
