@@ -10,7 +10,7 @@ outcome leaves exactly one state the user can be told about.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ TAINT_REASON = "integration_rollback_failed"
 
 
 class IntegrationTainted(RuntimeError):
-    """The patch could not be rolled back; the session is durably tainted and needs manual repair."""
+    """Rollback failed: the session is durably tainted and needs manual repair."""
 
     def __init__(self, message: str, paths: list[str]) -> None:
         super().__init__(message)
@@ -45,7 +45,7 @@ def _taint_reason(job_id: str, paths: list[str], original: BaseException,
         "paths": paths,
         "error": f"{type(original).__name__}: {original}",
         "reversal_error": str(reversal),
-        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 

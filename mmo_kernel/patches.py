@@ -30,7 +30,9 @@ def check_relative_path(value: str) -> str:
         raise ValueError(f"unsafe patch path {value!r}: must be a relative path")
     parts = value.split("/")
     if posixpath.normpath(value) != value or ".." in parts:
-        raise ValueError(f"unsafe patch path {value!r}: must be normalized and stay inside the workspace")
+        raise ValueError(
+            f"unsafe patch path {value!r}: must be normalized and stay inside the workspace"
+        )
     if ".git" in parts:
         raise ValueError(f"unsafe patch path {value!r}: git metadata is never patched")
     return value
@@ -49,7 +51,9 @@ class WorkspaceHandle(_Model):
     dest: str
     root: str = Field(description="the directory the writer works in (its cwd)")
     write_scope: list[str]
-    base: str = Field(description="git: the base commit (HEAD plus in-scope dirty state); copy: manifest path")
+    base: str = Field(
+        description="git: the base commit (HEAD plus in-scope dirty state); copy: manifest path"
+    )
     branch: str | None = None
     worktree: str | None = None
     repo_root: str | None = None
@@ -94,7 +98,8 @@ class Patch(_Model):
 class Backup(_Model):
     """A path's exact pre-apply content, kept so a failed integration can restore it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64")
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64",
+                              val_json_bytes="base64")
 
     relative_path: str
     kind: Literal["file", "symlink"]
@@ -105,7 +110,8 @@ class Backup(_Model):
 class ApplyReceipt(_Model):
     """What ``apply`` did to the canonical workspace, enough to reverse it exactly."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64")
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64",
+                              val_json_bytes="base64")
 
     workspace: str
     changed_paths: list[str]
@@ -148,7 +154,9 @@ def contained_path(root: Path, relative: str) -> Path:
     real_root = Path(root).resolve()
     parent = target.parent.resolve(strict=False)
     if parent != real_root and real_root not in parent.parents:
-        raise ValueError(f"unsafe patch path {relative!r}: its directory leaves the workspace via a symlink")
+        raise ValueError(
+            f"unsafe patch path {relative!r}: its directory leaves the workspace via a symlink"
+        )
     return target
 
 
@@ -204,7 +212,9 @@ def begin_receipt(workspace: Path, changed_paths: Iterable[str]) -> ApplyReceipt
     for rel in paths:
         kind, _, content, mode = read_state(root, rel)
         if kind == "other":
-            raise ValueError(f"cannot patch {rel!r}: it is not a regular file or symlink in the workspace")
+            raise ValueError(
+                f"cannot patch {rel!r}: it is not a regular file or symlink in the workspace"
+            )
         if kind == "dir":
             dir_modes[rel] = mode
         elif kind != "absent":
@@ -213,7 +223,8 @@ def begin_receipt(workspace: Path, changed_paths: Iterable[str]) -> ApplyReceipt
             info = _lstat(root / parent)
             if info is not None and stat.S_ISDIR(info.st_mode):
                 dir_modes[parent] = stat.S_IMODE(info.st_mode)
-    return ApplyReceipt(workspace=str(root), changed_paths=paths, dir_modes=dir_modes, backups=backups)
+    return ApplyReceipt(workspace=str(root), changed_paths=paths, dir_modes=dir_modes,
+                        backups=backups)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -227,7 +238,9 @@ def finish_receipt(receipt: ApplyReceipt) -> ApplyReceipt:
     """Record what the apply created, modified and deleted, comparing against the backups."""
     root = Path(receipt.workspace)
     before = {b.relative_path for b in receipt.backups}
-    created, modified, deleted = [], [], []
+    created: list[str] = []
+    modified: list[str] = []
+    deleted: list[str] = []
     dirs: set[str] = set()
     for rel in receipt.changed_paths:
         exists = _lstat(root / rel) is not None
@@ -335,11 +348,42 @@ def _unrestored(root: Path, receipt: ApplyReceipt) -> list[str]:
     return wrong
 
 
+def _reversal_blockers(root: Path, receipt: ApplyReceipt) -> dict[str, str]:
+    """What would stop an exact reversal, found before anything is touched."""
+    blockers: dict[str, str] = {}
+    ours = set(receipt.created_files) | set(receipt.created_dirs)
+    for rel in receipt.created_files:
+        info = _lstat(root / rel)
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            blockers[rel] = "a directory now stands where the patch created a file"
+    for rel in receipt.created_dirs:
+        path = root / rel
+        if path.is_dir() and not path.is_symlink():
+            entries = (f"{rel}/{name}" for name in os.listdir(path))
+            foreign = sorted(e for e in entries if e not in ours)
+            if foreign:
+                blockers[rel + "/"] = "holds files the patch did not create: " + ", ".join(foreign)
+    for backup in receipt.backups:
+        info = _lstat(root / backup.relative_path)
+        if (info is not None and stat.S_ISDIR(info.st_mode)
+                and backup.relative_path not in receipt.created_dirs):
+            blockers[backup.relative_path] = "a directory the patch did not create stands here now"
+    return blockers
+
+
 def reverse_apply(workspace: Path, receipt: ApplyReceipt) -> None:
-    """Restore the workspace to its exact pre-apply bytes, or raise ``PatchReversalError``."""
+    """Restore the workspace to its exact pre-apply bytes, or raise ``PatchReversalError``.
+
+    Anything that would block an exact reversal is detected first; then
+    nothing is touched and the workspace keeps the applied change.
+    """
     root = Path(workspace)
     if Path(receipt.workspace) != root:
         raise ValueError(f"receipt belongs to {receipt.workspace!r}, not {str(root)!r}")
+    blockers = _reversal_blockers(root, receipt)
+    if blockers:
+        detail = "; ".join(f"{p}: {why}" for p, why in sorted(blockers.items()))
+        raise PatchReversalError(list(blockers), detail + "; nothing was reversed")
     problems: dict[str, str] = {}
     _remove_created(root, receipt, problems)
     _restore_dirs(root, receipt, problems)
@@ -352,7 +396,7 @@ def reverse_apply(workspace: Path, receipt: ApplyReceipt) -> None:
         problems.setdefault(rel, "content differs from before the apply")
     if problems:
         detail = "; ".join(f"{p}: {why}" for p, why in sorted(problems.items()))
-        raise PatchReversalError(list(problems), detail)
+        raise PatchReversalError(list(problems), detail + "; the workspace is partly reversed")
 
 
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -360,7 +404,8 @@ _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 def check_label(label: str) -> str:
     """A writer label (usually the job id) usable as a branch and directory name."""
-    if (not isinstance(label, str) or not label or len(label) > 120 or not set(label) <= _LABEL_CHARS
+    if (not isinstance(label, str) or not label or len(label) > 120
+            or not set(label) <= _LABEL_CHARS
             or label[0] in ".-" or ".." in label or label.endswith(".lock")):
         raise ValueError(
             f"invalid workspace label {label!r}: use 1-120 letters, digits, '.', '_' or '-', "
@@ -377,10 +422,14 @@ def private_dest(dest: Path, workspace: Path) -> Path:
     state = state_dir().resolve()
     real = target.resolve(strict=False)
     if real != state and state not in real.parents:
-        raise ValueError(f"writer workspace {str(target)!r} must be inside the MMO state dir {str(state)!r}")
+        raise ValueError(
+            f"writer workspace {str(target)!r} must be inside the MMO state dir {str(state)!r}"
+        )
     ws = Path(workspace).resolve()
     if real == ws or ws in real.parents:
-        raise ValueError(f"writer workspace {str(target)!r} must not be inside the workspace {str(ws)!r}")
+        raise ValueError(
+            f"writer workspace {str(target)!r} must not be inside the workspace {str(ws)!r}"
+        )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ValueError(f"writer workspace {str(target)!r} already exists and is not empty")
     return ensure_private_dir(target)

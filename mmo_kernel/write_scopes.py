@@ -48,7 +48,8 @@ def _normalize_one(cwd: Path, real_cwd: Path, value: object) -> str:
     resolved = (real_cwd / relative).resolve(strict=False)
     if not _inside(resolved, real_cwd):
         raise ValueError(
-            f"write scope {value!r} leaves the workspace through a symlink (resolves to {str(resolved)!r})"
+            f"write scope {value!r} leaves the workspace through a symlink "
+            f"(resolves to {str(resolved)!r})"
         )
     return relative
 
@@ -66,7 +67,9 @@ def normalize_write_scopes(
     items = list(values) if values is not None else []
     if not items:
         if required:
-            raise ValueError("this agent requires an explicit write scope (write_scopes) for workspace-write")
+            raise ValueError(
+                "this agent requires an explicit write scope (write_scopes) for workspace-write"
+            )
         return [WHOLE_WORKSPACE]
     cwd = Path(os.path.abspath(cwd))
     real_cwd = cwd.resolve()
@@ -107,7 +110,9 @@ def scopes_overlap(a: str | Sequence[str], b: str | Sequence[str]) -> bool:
     for left in _as_list(a):
         for right in _as_list(b):
             if left.startswith("/") != right.startswith("/"):
-                raise ValueError(f"cannot compare relative scope with absolute scope: {left!r}, {right!r}")
+                raise ValueError(
+                    f"cannot compare relative scope with absolute scope: {left!r}, {right!r}"
+                )
             lp, rp = _parts(left), _parts(right)
             shorter = min(len(lp), len(rp))
             if lp[:shorter] == rp[:shorter]:
@@ -128,7 +133,9 @@ def paths_outside_scopes(paths: Iterable[str], scopes: Sequence[str]) -> list[st
     return sorted(p for p in set(paths) if not path_in_scopes(p, scopes))
 
 
-def assert_no_scope_conflicts(requested: Sequence[str], live_writers: Mapping[str, Sequence[str]]) -> None:
+def assert_no_scope_conflicts(
+    requested: Sequence[str], live_writers: Mapping[str, Sequence[str]]
+) -> None:
     """Refuse a writer whose scopes overlap a live writer's (``write scope conflicts``).
 
     ``live_writers`` maps job id -> that job's scopes (all relative to the same
@@ -142,7 +149,9 @@ def assert_no_scope_conflicts(requested: Sequence[str], live_writers: Mapping[st
         if scopes_overlap(mine, theirs)
     ]
     if clashes:
-        raise AdmissionError("write scope conflicts: " + "; ".join(clashes), reason="write_scope_conflict")
+        raise AdmissionError(
+            "write scope conflicts: " + "; ".join(clashes), reason="write_scope_conflict"
+        )
 
 
 class OutOfScopeMutation(RuntimeError):

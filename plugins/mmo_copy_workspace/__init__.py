@@ -1,4 +1,4 @@
-"""MMO built-in plugin ``copy``: A plain copy per writer, for workspaces that are not git repositories."""
+"""MMO built-in plugin ``copy``: a plain copy per writer, for non-git workspaces."""
 
 from __future__ import annotations
 

@@ -57,9 +57,12 @@ class CopyIsolator(WorkspaceIsolator):
 
     name = "copy"
     Options = CopyOptions
+    options: CopyOptions
 
-    def prepare(self, workspace: Path, dest: Path, write_scope: list[str], label: str) -> WorkspaceHandle:
-        """Copy the workspace (minus ``exclude``) under ``dest`` and record its manifest as the base."""
+    def prepare(
+        self, workspace: Path, dest: Path, write_scope: list[str], label: str
+    ) -> WorkspaceHandle:
+        """Copy the workspace (minus ``exclude``) under ``dest``; its manifest is the base."""
         workspace = Path(os.path.abspath(workspace))
         check_label(label)
         if not workspace.is_dir():

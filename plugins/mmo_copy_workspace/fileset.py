@@ -16,12 +16,12 @@ import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mmo_kernel.patches import contained_path, read_state
 from mmo_kernel.state import atomic_write_bytes
 
-FORMAT = "mmo-file-set"
+FORMAT: Final = "mmo-file-set"
 FORMAT_VERSION = "mmo-file-set/1"
 ALWAYS_EXCLUDED = ".git"
 
@@ -58,7 +58,7 @@ def _walk(root: Path, patterns: Sequence[str]) -> list[str]:
 
 
 def manifest(root: Path, patterns: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``{relative_path: {kind, sha256, mode}}`` for every file and symlink (other kinds skipped)."""
+    """``{relative_path: {kind, sha256, mode}}`` for every file and symlink (nothing else)."""
     entries = {}
     for rel in _walk(root, patterns):
         kind, digest, _, mode = read_state(root, rel)
@@ -92,7 +92,8 @@ def encode_changes(root: Path, before: dict[str, dict[str, Any]], after: dict[st
             entry["after"] = {"kind": "absent"}
         else:
             _, _, content, _ = read_state(root, rel)
-            entry["after"] = {**new, "content_base64": base64.b64encode(content or b"").decode("ascii")}
+            encoded = base64.b64encode(content or b"").decode("ascii")
+            entry["after"] = {**new, "content_base64": encoded}
         files.append(entry)
     return json.dumps({"format": FORMAT_VERSION, "files": files}, indent=1, sort_keys=True)
 

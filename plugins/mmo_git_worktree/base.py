@@ -37,11 +37,12 @@ def head_commit(workspace: Path) -> str:
 
 
 def dirty_paths(workspace: Path, scopes: list[str]) -> list[str]:
-    """Workspace-relative paths in scope that differ from HEAD: modified, added, deleted, untracked."""
+    """In-scope paths that differ from HEAD: modified, added, deleted or untracked."""
     changed = git_paths(workspace, "diff", "--name-only", "-z", "--no-renames", "--relative",
                         "--no-ext-diff", "HEAD", "--", *scopes)
-    untracked = git_paths(workspace, "ls-files", "-z", "--others", "--exclude-standard", "--", *scopes)
-    return sorted(set(changed) | set(untracked))
+    untracked = git_paths(workspace, "ls-files", "-z", "--others", "--exclude-standard",
+                          "--", *scopes)
+    return sorted({p.rstrip("/") for p in changed} | {p.rstrip("/") for p in untracked})
 
 
 def _copy_entry(src: Path, dst: Path) -> None:

@@ -7,12 +7,14 @@ import os
 import posixpath
 import tempfile
 from pathlib import Path
+from typing import Final
 
 from mmo_kernel.patches import (
     ApplyReceipt,
     Artifact,
     Patch,
     PatchReversalError,
+    PathKind,
     PathState,
     WorkspaceHandle,
     begin_receipt,
@@ -28,7 +30,7 @@ from mmo_kernel.patches import (
 
 from .gitcmd import git_paths, run_git
 
-FORMAT = "git-binary-diff"
+FORMAT: Final = "git-binary-diff"
 _DIFF_FLAGS = ("--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv",
                "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
 
@@ -37,7 +39,9 @@ def _to_workspace(path: str, prefix: str) -> str:
     """A toplevel-relative path as seen from the workspace (``../x`` when outside it)."""
     if not prefix:
         return path
-    return path[len(prefix) + 1:] if path.startswith(prefix + "/") else posixpath.relpath(path, prefix)
+    if path.startswith(prefix + "/"):
+        return path[len(prefix) + 1:]
+    return posixpath.relpath(path, prefix)
 
 
 def _to_toplevel(path: str, prefix: str) -> str:
@@ -70,7 +74,7 @@ def _preimage(worktree: Path, base: str, paths: list[str], prefix: str) -> list[
             states.append(PathState(relative_path=rel, kind="other"))
             continue
         blob = run_git(worktree, "cat-file", "blob", oid).stdout
-        kind = "symlink" if mode == "120000" else "file"
+        kind: PathKind = "symlink" if mode == "120000" else "file"
         states.append(PathState(relative_path=rel, kind=kind, sha256=sha256_bytes(blob)))
     return states
 
@@ -120,7 +124,9 @@ def capture(handle: WorkspaceHandle, isolator: str) -> Patch:
 
 def _workspace_prefix(workspace: Path) -> str:
     proc = run_git(workspace, "rev-parse", "--show-prefix", check=False)
-    return proc.stdout.decode("utf-8", "surrogateescape").strip().rstrip("/") if proc.returncode == 0 else ""
+    if proc.returncode != 0:
+        return ""
+    return proc.stdout.decode("utf-8", "surrogateescape").strip().rstrip("/")
 
 
 def _git_apply(workspace: Path, diff: bytes) -> None:

@@ -52,9 +52,12 @@ class GitWorktreeIsolator(WorkspaceIsolator):
 
     name = "git_worktree"
     Options = GitWorktreeOptions
+    options: GitWorktreeOptions
 
-    def prepare(self, workspace: Path, dest: Path, write_scope: list[str], label: str) -> WorkspaceHandle:
-        """Worktree at HEAD on ``<branch_prefix><label>``, plus the in-scope dirty state, committed as base."""
+    def prepare(
+        self, workspace: Path, dest: Path, write_scope: list[str], label: str
+    ) -> WorkspaceHandle:
+        """Worktree at HEAD on ``<branch_prefix><label>`` plus the in-scope dirty state as base."""
         workspace = Path(os.path.abspath(workspace))
         check_label(label)
         scopes = normalize_write_scopes(workspace, write_scope)

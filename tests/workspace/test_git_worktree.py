@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from workspace.repo_state import BINARY, git, tree_state
 from mmo_git_worktree.driver import GitWorktreeIsolator
+from workspace.repo_state import BINARY, git, tree_state
 
 from mmo_kernel.errors import DriverConfigError
-from mmo_kernel.patches import PreimageMismatch
+from mmo_kernel.patches import ApplyReceipt, Patch, PreimageMismatch
 from mmo_kernel.plugins import get_driver
 from mmo_kernel.write_scopes import OutOfScopeMutation, enforce_write_scope
 
@@ -95,8 +95,11 @@ def test_binary_deletion_symlink_and_mode_round_trip_and_reverse(user_repo, writ
     os.symlink("data.bin", root / "src/link.py")
     before = tree_state(user_repo.path)
 
-    patch = iso.capture_patch(handle)
+    captured = iso.capture_patch(handle)
+    assert captured.diff.startswith("base64:")  # latin1.txt makes the diff non-UTF-8
+    patch = Patch.model_validate_json(captured.model_dump_json())  # as the job record stores it
     receipt = iso.apply(user_repo.path, patch)
+    receipt = ApplyReceipt.model_validate_json(receipt.model_dump_json())
 
     ws = user_repo.path
     assert (ws / "src/data.bin").read_bytes() == new_binary
@@ -121,7 +124,8 @@ def test_base_includes_dirty_state_so_only_new_changes_count(user_repo, writers)
     user_bytes = (user_repo.path / "src/app.py").read_bytes()
     assert pre.kind == "file" and pre.sha256 == hashlib.sha256(user_bytes).hexdigest()
     iso.apply(user_repo.path, patch)
-    assert (user_repo.path / "src/app.py").read_text() == "print('app, edited again by the writer')\n"
+    edited = (user_repo.path / "src/app.py").read_text()
+    assert edited == "print('app, edited again by the writer')\n"
 
 
 def test_out_of_scope_changes_are_named_including_files_dirty_before_the_job(user_repo, writers):

@@ -38,7 +38,8 @@ def test_omitted_scope_is_the_whole_workspace_unless_required(cwd, values):
 
 def test_scopes_are_normalized_relative_sorted_and_folded(cwd):
     assert normalize_write_scopes(cwd, ["./src/", "docs//", "src/pkg/../pkg/x"]) == ["docs", "src"]
-    assert normalize_write_scopes(cwd, [str(cwd / "docs"), "new/file.py"]) == ["docs", "new/file.py"]
+    absolute = [str(cwd / "docs"), "new/file.py"]
+    assert normalize_write_scopes(cwd, absolute) == ["docs", "new/file.py"]
     assert normalize_write_scopes(cwd, ["src", "."]) == ["."]
     assert normalize_write_scopes(cwd, "src") == ["src"]
     assert resolve_write_scopes(cwd, ["."]) == [str(cwd)]
