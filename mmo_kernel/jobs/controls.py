@@ -39,7 +39,8 @@ from .records import (
     update_job,
     write_job_record,
 )
-from .results import check_caller_job, is_lineage_owner, load_session_job
+from .authority import require_authority
+from .results import check_caller_job, load_session_job
 
 CONTROL_ACTIONS = ("steer", "interrupt", "pause", "continue", "detach", "stop", "compact",
                    "finalize", "set_effort", "respond")
@@ -98,15 +99,9 @@ def granted(session: dict[str, Any], caller_agent: str | None, target_agent: str
 def require_control(record: dict[str, Any], session: dict[str, Any], caller_agent: str | None,
                     caller_job_id: str | None, action: str) -> None:
     """Root, ancestors, or a sibling whose profile ``controls`` grant names this action."""
-    if is_lineage_owner(record, session, caller_agent, caller_job_id):
-        return
-    if caller_job_id != record["job_id"] and granted(session, caller_agent, record["agent"],
-                                                     action):
-        return
-    who = caller_job_id or caller_agent
-    raise PermissionError(
-        f"{action} on job {record['job_id']} is refused: it is not a descendant of {who!r} and "
-        f"no controls grant gives {caller_agent!r} {action!r} on agent {record['agent']!r}")
+    grants = (action,) if (caller_job_id != record["job_id"]
+                           and granted(session, caller_agent, record["agent"], action)) else ()
+    require_authority(session, record, caller_agent, caller_job_id, action, grants)
 
 
 # ------------------------------------------------------------- arguments --

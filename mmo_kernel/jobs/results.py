@@ -19,6 +19,7 @@ from typing import Any
 from ..audit import append_audit
 from ..session_records import read_session_record, session_file
 from ..state import runtime_lock
+from .authority import require_authority
 from .records import (
     TERMINAL_JOB_STATUSES,
     job_dir,
@@ -49,25 +50,6 @@ def load_session_job(job_id: str, session_id: str) -> dict[str, Any]:
     return record
 
 
-def ancestors(record: dict[str, Any]) -> list[str]:
-    """Job ids of the job's parents, nearest first (``caller_job_id`` chain)."""
-    chain: list[str] = []
-    parent = record.get("caller_job_id")
-    while isinstance(parent, str) and parent and parent not in chain:
-        chain.append(parent)
-        try:
-            parent = read_job_record(parent).get("caller_job_id")
-        except (FileNotFoundError, ValueError, RuntimeError):
-            break
-    return chain
-
-
-def caller_is_root(session: dict[str, Any], caller_agent: str | None,
-                   caller_job_id: str | None) -> bool:
-    """The root acts without a job id, as the session's ``root_agent`` (or as the API user)."""
-    return caller_job_id is None and caller_agent in (None, session["root_agent"])
-
-
 def check_caller_job(session: dict[str, Any], caller_agent: str | None,
                      caller_job_id: str | None) -> None:
     """A worker caller must name a job of this session that runs as ``caller_agent``."""
@@ -84,23 +66,13 @@ def check_caller_job(session: dict[str, Any], caller_agent: str | None,
                               f"not {caller_agent!r}")
 
 
-def is_lineage_owner(record: dict[str, Any], session: dict[str, Any], caller_agent: str | None,
-                     caller_job_id: str | None) -> bool:
-    """True for the root and for the job's ancestors."""
-    check_caller_job(session, caller_agent, caller_job_id)
-    if caller_is_root(session, caller_agent, caller_job_id):
-        return True
-    return caller_job_id is not None and caller_job_id in ancestors(record)
-
-
 def require_disposition(record: dict[str, Any], session: dict[str, Any],
                         caller_agent: str | None, caller_job_id: str | None, what: str) -> None:
-    """Refuse (``PermissionError``, ``not a descendant``) anyone but the root and ancestors."""
-    if not is_lineage_owner(record, session, caller_agent, caller_job_id):
-        who = caller_job_id or caller_agent
-        raise PermissionError(
-            f"{what} of job {record['job_id']} is refused: it is not a descendant of "
-            f"{who!r}; only the session root and the job's ancestors may {what}")
+    """Refuse (``PermissionError``, ``not a descendant``) anyone but the root and ancestors.
+
+    Control grants are never consulted: they never grant disposition.
+    """
+    require_authority(session, record, caller_agent, caller_job_id, what)
 
 
 # ---------------------------------------------------------------- reading --
@@ -273,7 +245,7 @@ def _dispose(job_id: str, reason: str, session_id: str, caller_agent: str | None
     verb = "accept" if new_state == "accepted" else "reject"
     with runtime_lock():
         record = load_session_job(job_id, session_id)
-        require_disposition(record, session, caller_agent, caller_job_id, f"{verb}ing the result")
+        require_disposition(record, session, caller_agent, caller_job_id, verb)
         if record["status"] not in TERMINAL_JOB_STATUSES:
             raise RuntimeError(f"cannot {verb} the result of job {job_id} while it is "
                                f"{record['status']}; wait for it to finish (or stop it)")
@@ -308,6 +280,6 @@ def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str |
     return public_job(read_job_record(job_id))
 
 
-__all__ = ["accept_result", "ancestors", "check_reason", "current_result", "is_lineage_owner",
+__all__ = ["accept_result", "check_caller_job", "check_reason", "current_result",
            "load_session_job", "read_job_text", "read_result", "reject_result",
            "require_disposition", "safe_job_file"]

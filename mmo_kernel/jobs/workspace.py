@@ -193,7 +193,7 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
                            "(a resume with --allow-tainted still disables agent_patch_integrate)")
     with job_control_lock(job_id):
         record = load_session_job(job_id, session_id)
-        require_disposition(record, session, caller_agent, caller_job_id, "integrate the patch")
+        require_disposition(record, session, caller_agent, caller_job_id, "integrate")
         state = record.get("result_state")
         if state == "integrated":
             raise RuntimeError(f"job {job_id}'s patch is already integrated")
