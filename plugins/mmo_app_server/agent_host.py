@@ -1,0 +1,425 @@
+"""What every app-server host does, whether it runs a session's root or a worker job.
+
+A host is a detached process leading its own group. It publishes its
+identity before the protocol handshake, spawns the Codex app-server (its own
+group too), serves a control socket, binds a thread, waits through turns and
+recovers the thread when the app-server dies. Subclasses say where their
+record lives (``HostFields`` names the record keys) and what a finished run
+means for them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmo_kernel import package_version
+from mmo_kernel.control_socket import ControlServer, app_server_socket_path
+from mmo_kernel.evidence import write_partial
+from mmo_kernel.processes import process_start_token, terminate_process_groups
+
+from .approvals import ApprovalPolicy
+from .client import KEEP_PENDING, AppServerClient
+from .errors import AppServerError, TransportLost
+from .events import jsonl_recorder
+from .host_controls import ControlState, check_response
+from .launch import app_server_argv
+from .messages import ServerRequest
+from .runtime import runtime_digest
+from .session import AppServerSession
+
+WAIT_SLICE_SECONDS = 0.5
+AUTO_TURN_WAIT_SECONDS = 5.0
+CONTINUE_AFTER_LOSS = (
+    "The app-server restarted while you were working; your previous turn was interrupted. "
+    "Continue the task from where you left off."
+)
+FINALIZE_INPUT = (
+    "Stop the work now and give your final answer: summarize what is done, what is not, "
+    "and the evidence."
+)
+REMOVE_FIELD = None
+
+
+class HostStopped(Exception):
+    """The host ends early on purpose (stop, pause); the caller writes the status."""
+
+
+@dataclass(frozen=True)
+class HostFields:
+    """The record keys a host writes (roots prefix theirs with ``root_``)."""
+
+    thread: str
+    active_turn: str
+    last_turn: str
+    runner_pid: str
+    runner_pgid: str
+    runner_token: str
+    app_pid: str
+    app_pgid: str
+    app_token: str
+    socket: str
+    socket_ready: str
+    revision: str
+    recoveries: str
+    host_package: str
+    host_digest: str
+
+
+class AgentHost(ABC):
+    """The shared turn loop; ``store``/``read`` persist, ``socket_name`` names the socket."""
+
+    fields: HostFields
+    socket_name: str
+    events_path: Path
+    stderr_path: Path
+
+    def __init__(self, record: dict[str, Any], max_recoveries: int = 3) -> None:
+        self.record = record
+        self.client: AppServerClient | None = None
+        self.app: AppServerSession | None = None
+        self.thread_id: str | None = record.get(self.fields.thread)
+        self.controls = ControlState(record.get(self.fields.revision) or 0)
+        self.control_server: ControlServer | None = None
+        self.lock = threading.RLock()
+        self.active_turn: str | None = None
+        self.wake = threading.Event()
+        self.intent: str | None = None  # "stop" | "pause" | "finalize"
+        self.continue_input: str | None = None
+        self.effort: str | None = None
+        self.recoveries = int(record.get(self.fields.recoveries) or 0)
+        self.max_recoveries = max_recoveries
+        self.approval_policy = "never"
+        self.on_pending: Callable[[list[dict[str, Any]]], None] | None = None
+
+    # -- persistence, supplied by subclasses --------------------------------
+
+    @abstractmethod
+    def store(self, **fields: Any) -> dict[str, Any]:
+        """Supplied by the root and job hosts."""
+
+    @abstractmethod
+    def environment(self) -> dict[str, str]:
+        """Supplied by the root and job hosts."""
+
+    @abstractmethod
+    def cwd(self) -> str:
+        """Supplied by the root and job hosts."""
+
+    @abstractmethod
+    def sandbox(self) -> str:
+        """Supplied by the root and job hosts."""
+
+    def _put(self, **logical: Any) -> dict[str, Any]:
+        """Store by logical field names (``thread=...``); ``None`` removes a field."""
+        self.record = self.store(**{getattr(self.fields, k): v for k, v in logical.items()})
+        return self.record
+
+    # -- set-up --------------------------------------------------------------
+
+    def publish_host(self, **extra: Any) -> None:
+        me = os.getpid()
+        self._put(runner_pid=me, runner_pgid=os.getpgid(0), runner_token=process_start_token(me),
+                  host_package=package_version(), host_digest=runtime_digest())
+        if extra:
+            self.record = self.store(**extra)
+
+    def spawn_app_server(self) -> None:
+        self.client = AppServerClient.spawn(
+            app_server_argv(self.record_codex_binary()), cwd=self.cwd(), env=self.environment(),
+            stderr_path=self.stderr_path, recorder=jsonl_recorder(self.events_path),
+            approvals=ApprovalPolicy(approval_policy=self.approval_policy),
+            request_handler=self._on_server_request)
+        self.app = AppServerSession(self.client)
+        self._put(app_pid=self.client.pid, app_pgid=self.client.pgid,
+                  app_token=self.client.start_token)
+        self.client.initialize()
+
+    @abstractmethod
+    def record_codex_binary(self) -> str:
+        """Supplied by the root and job hosts."""
+
+    def start_control_server(self) -> None:
+        path = app_server_socket_path(self.socket_name)
+        self.control_server = ControlServer(path, self._on_control).start(replace_live=False)
+        self._put(socket=str(path), socket_ready=True)
+
+    def thread_params(self) -> dict[str, Any]:
+        return {"cwd": self.cwd(), "approvalPolicy": self.approval_policy,
+                "sandbox": self.sandbox()}
+
+    def bind_thread(self, fork_from: str | None = None) -> bool:
+        """Start, fork or resume the thread; True when an existing thread was resumed."""
+        assert self.app is not None
+        if self.thread_id:
+            self.app.resume_thread(self.thread_id, self.thread_params())
+            return True
+        if fork_from:
+            result = self.app.client.request("thread/fork", {"threadId": fork_from,
+                                                             **self.thread_params()})
+        else:
+            result = self.app.start_thread(self.thread_params())
+        self.thread_id = result["thread"]["id"]
+        self._put(thread=self.thread_id)
+        return False
+
+    # -- turns ---------------------------------------------------------------
+
+    def text_items(self, text: str, images: list[str] | None = None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = [{"type": "text", "text": text, "text_elements": []}]
+        items.extend({"type": "localImage", "path": image} for image in images or [])
+        return items
+
+    def start_turn(self, text: str, images: list[str] | None = None, **overrides: Any) -> str:
+        assert self.app is not None and self.thread_id is not None
+        if self.effort and "effort" not in overrides:
+            overrides["effort"] = self.effort
+        return self.app.start_turn(self.thread_id, self.text_items(text, images), **overrides)["id"]
+
+    def set_active(self, turn_id: str | None) -> None:
+        with self.lock:
+            self.active_turn = turn_id
+        if turn_id:
+            self._put(active_turn=turn_id, last_turn=turn_id)
+        else:
+            self._put(active_turn=REMOVE_FIELD)
+
+    def wait_turn(self, turn_id: str) -> Any:
+        """Block until the turn is terminal (raises ``TransportLost``)."""
+        assert self.app is not None
+        self.set_active(turn_id)
+        while True:
+            try:
+                outcome = self.app.wait_turn_completed(turn_id, WAIT_SLICE_SECONDS)
+            except TimeoutError:
+                continue
+            self.set_active(None)
+            self.on_turn_done(outcome)
+            return outcome
+
+    def on_turn_done(self, outcome: Any) -> None:
+        """Hook: record usage and progress of a finished turn."""
+
+    def next_auto_turn(self, after: str) -> str | None:
+        """Codex continues an active goal by itself; wait for the turn it starts."""
+        assert self.app is not None and self.thread_id is not None
+        deadline = time.monotonic() + AUTO_TURN_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            latest = self.app.turns.latest_turn_id(self.thread_id)
+            if latest and latest != after:
+                return latest
+            time.sleep(0.05)
+        return None
+
+    def goal(self) -> dict[str, Any] | None:
+        assert self.app is not None and self.thread_id is not None
+        return self.app.turns.goal(self.thread_id) or self.app.get_goal(self.thread_id)
+
+    def wait_goal_work(self, turn_id: str) -> Any:
+        """Follow goal turns (Codex starts them itself) until the goal stops being active."""
+        while True:
+            outcome = self.wait_turn(turn_id)
+            if outcome.status != "completed" or self.intent in ("stop", "pause", "finalize"):
+                return outcome
+            goal = self.goal()
+            status = goal.get("status") if goal else None
+            self.on_goal_status(status)
+            if status != "active":
+                return outcome
+            following = self.next_auto_turn(turn_id)
+            if following is None:
+                return outcome
+            turn_id = following
+
+    def on_goal_status(self, status: str | None) -> None:
+        """Hook: persist the goal's status."""
+
+    def wait_for_continue(self) -> str:
+        """After an interrupt the agent is paused; ``continue`` starts the next turn."""
+        self.wake.clear()
+        while not self.wake.wait(WAIT_SLICE_SECONDS):
+            if self.intent in ("stop", "pause"):
+                raise HostStopped()
+        with self.lock:
+            text, self.continue_input = self.continue_input or "Continue.", None
+        return self.start_turn(text)
+
+    # -- recovery ------------------------------------------------------------
+
+    def recover(self, waited_turn: str | None) -> tuple[str | None, dict[str, Any] | None]:
+        """Restart the app-server on the same thread after transport loss.
+
+        Returns ``(turn to wait for, None)``, or ``(None, terminal turn)`` when the
+        thread already holds the waited turn as terminal: no second turn/start.
+        """
+        self.recoveries += 1
+        self._put(recoveries=self.recoveries)
+        if self.recoveries > self.max_recoveries:
+            raise RuntimeError(f"app-server was lost {self.recoveries} times; giving up")
+        self.close_client()
+        self.spawn_app_server()
+        assert self.app is not None and self.thread_id is not None
+        self.bind_thread()
+        thread = self.app.read_thread(self.thread_id, include_turns=True)
+        turns = thread.get("turns") or []
+        last = next((t for t in reversed(turns) if t.get("id") == waited_turn), None)
+        if last is None and turns:
+            last = turns[-1]
+        if last is not None and last.get("status") in ("completed", "failed"):
+            return None, last
+        return self.start_turn(CONTINUE_AFTER_LOSS), None
+
+    def read_history(self) -> dict[str, Any]:
+        assert self.app is not None and self.thread_id is not None
+        thread = self.app.read_thread(self.thread_id, include_turns=True)
+        return {"thread_id": self.thread_id, "turns": thread.get("turns") or []}
+
+    # -- server requests -----------------------------------------------------
+
+    def _on_server_request(self, request: ServerRequest) -> Any:
+        """Anything the approval policy does not answer waits for a control ``respond``."""
+        assert self.client is not None
+        pending = self.client.pending_server_requests() + [request.public()]
+        if self.on_pending is not None:
+            self.on_pending(pending)
+        return KEEP_PENDING
+
+    # -- controls ------------------------------------------------------------
+
+    def _on_control(self, request: dict[str, Any]) -> dict[str, Any]:
+        action = request["action"]
+        if action == "inspect":
+            return self.inspect()
+        handler = getattr(self, f"control_{action}", None)
+        if handler is None:
+            raise ValueError(f"unknown control action {action!r}")
+        self.controls.consume(request.get("expected_revision"))
+        self._put(revision=self.controls.revision)
+        result = handler(request)
+        self.control_applied(request, action)
+        return result
+
+    def control_applied(self, request: dict[str, Any], action: str) -> None:
+        """Hook: acknowledge an applied control on the record."""
+
+    def inspect(self) -> dict[str, Any]:
+        return {"control_revision": self.controls.revision, "active_turn_id": self.active_turn,
+                "thread_id": self.thread_id,
+                "pending_requests": self.client.pending_server_requests() if self.client else []}
+
+    def require_active(self) -> str:
+        with self.lock:
+            if self.active_turn is None:
+                raise RuntimeError("there is no active turn")
+            return self.active_turn
+
+    def control_steer(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None and self.thread_id is not None
+        turn = self.require_active()
+        result = self.app.steer(self.thread_id, turn, str(request.get("input") or ""))
+        return {"turn_id": result.get("turnId", turn)}
+
+    def control_interrupt(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None and self.thread_id is not None
+        self.app.interrupt(self.thread_id, self.require_active())
+        return {}
+
+    def control_continue(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            if self.active_turn is not None:
+                raise RuntimeError("there is an active turn; steer it instead")
+            self.continue_input = str(request.get("input") or "Continue.")
+        self.wake.set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.active_turn:
+                    return {"turn_id": self.active_turn}
+            time.sleep(0.02)
+        raise RuntimeError("no new turn started within 10 s")
+
+    def control_respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.client is not None
+        request_id = request.get("request_id")
+        pending = {str(p["id"]): p for p in self.client.pending_server_requests()}
+        if str(request_id) not in pending:
+            raise RuntimeError(f"invalid fields: no pending request {request_id!r}")
+        original = pending[str(request_id)]
+        self.client.respond(original["id"], check_response(original["method"],
+                                                           request.get("response")))
+        if self.on_pending is not None:
+            self.on_pending(self.client.pending_server_requests())
+        return {"responded": True}
+
+    def control_compact(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None and self.thread_id is not None
+        return dict(self.app.compact(self.thread_id))
+
+    def control_set_effort(self, request: dict[str, Any]) -> dict[str, Any]:
+        effort = request.get("effort")
+        if not isinstance(effort, str) or not effort:
+            raise RuntimeError("invalid fields: set_effort takes an effort")
+        self.effort = effort
+        return {"effort": effort, "applies_to": "next turn"}
+
+    def control_stop(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Graceful stop: steer the active turn to finalize; never a second turn/start."""
+        self.intent = "stop"
+        delivered = self._steer_quietly(FINALIZE_INPUT)
+        self.wake.set()
+        return {"finalize_delivered": delivered}
+
+    def control_pause(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None and self.thread_id is not None
+        self.intent = "pause"
+        with self.lock:
+            turn = self.active_turn
+        if turn is not None:
+            try:
+                self.app.interrupt(self.thread_id, turn)
+            except AppServerError:
+                pass
+        self.wake.set()
+        return {"pausing": True}
+
+    def _steer_quietly(self, text: str) -> bool:
+        assert self.app is not None and self.thread_id is not None
+        with self.lock:
+            turn = self.active_turn
+        if turn is None:
+            return False
+        try:
+            self.app.steer(self.thread_id, turn, text)
+            return True
+        except AppServerError:
+            return False
+
+    # -- shutdown ------------------------------------------------------------
+
+    def close_client(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def shutdown(self) -> None:
+        if self.control_server is not None:
+            self.control_server.close()
+        self.close_client()
+        pgid = self.record.get(self.fields.app_pgid)
+        if isinstance(pgid, int):
+            try:
+                terminate_process_groups([pgid], grace_seconds=2.0)
+            except RuntimeError:
+                pass
+
+    def partial(self, path: Path, reason: str) -> str:
+        return write_partial(path, self.events_path, reason)
+
+
+__all__ = ["AgentHost", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost"]
