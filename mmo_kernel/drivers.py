@@ -125,6 +125,12 @@ class ContractTransport(Driver):
     """Makes an agent return a result that satisfies a JSON schema (spec 05)."""
 
     concern = "contract_transports"
+    repairs: ClassVar[bool] = False
+    """Whether an invalid strict result gets one repair turn on the same thread."""
+
+    def turn_overrides(self, schema: dict[str, Any], *, final: bool) -> dict[str, Any]:
+        """``turn/start`` fields for a turn; ``final`` is the turn that must produce the result."""
+        raise self.not_available("turn_overrides")
 
 
 class WorkspaceIsolator(Driver):

@@ -1,0 +1,399 @@
+"""The job host: the detached runner that owns one worker job (spec 04, 05).
+
+Started as ``python -m mmo_app_server.job_host JOB_ID`` with the agent's
+environment (its caller token included). On top of the shared host loop it
+runs the job's contract transport — which turns carry an ``outputSchema``,
+the single repair turn — goal budgets and finalization, and publishes
+``result.md`` (exactly the final message), ``result.json`` when the contract
+validated, ``terminal-history.json`` and, for writers, the captured patch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from typing import Any
+
+from mmo_kernel.audit import append_audit
+from mmo_kernel.evidence import final_message
+from mmo_kernel.goals import goal_prompt
+from mmo_kernel.jobs.records import (
+    HOST_IDENTITY_FIELDS,
+    job_file,
+    read_job_record,
+    transition_job,
+    update_job,
+)
+from mmo_kernel.plugins import get_driver
+from mmo_kernel.session_records import read_session_record, session_file, utc_now
+from mmo_kernel.state import atomic_write_json, atomic_write_text
+from mmo_kernel.turn_failures import normalize_turn_failure
+
+from .agent_host import AgentHost, HostFields, HostStopped
+from mmo_kernel.contract_check import check_result
+from .errors import TransportLost
+
+JOB_FIELDS = HostFields(
+    thread="app_server_thread_id", active_turn="active_turn_id", last_turn="last_turn_id",
+    runner_pid="runner_pid", runner_pgid="runner_pgid", runner_token="runner_start_token",
+    app_pid="app_server_pid", app_pgid="app_server_pgid", app_token="app_server_start_token",
+    socket="control_socket_path", socket_ready="control_socket_ready",
+    revision="control_revision", recoveries="recovery_attempts",
+    host_package="host_package_version", host_digest="host_runtime_digest",
+)
+REPAIR_PREFIX = "Repair only the final JSON result"
+FINAL_RESULT_INPUT = (
+    "The goal is complete. Now give only the final result as JSON that satisfies the "
+    "required output schema."
+)
+PERSISTED_THREAD_NOTE = (
+    "The work is on a persisted app-server thread and can be continued with `continue`."
+)
+
+
+class JobHost(AgentHost):
+    """One worker job: turns by contract transport, goal budget, result publication."""
+
+    fields = JOB_FIELDS
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        record = read_job_record(job_id)
+        self.session = read_session_record(record["session_id"])
+        self.socket_name = f"control:job:{job_id}"
+        self.events_path = job_file(job_id, "events.jsonl")
+        self.stderr_path = job_file(job_id, "stderr.log")
+        from mmo_kernel.snapshots import snapshot_profile
+
+        self.spec = snapshot_profile(record["snapshot_hash"]).agents[record["agent"]]
+        options = self.spec.host_options or {}
+        super().__init__(record, max_recoveries=int(options.get("max_recoveries", 3)))
+        self.approval_policy = record.get("approval_policy") or self.spec.approval_policy
+        self.schema = record.get("output_contract")
+        name = record.get("contract_transport")
+        self.transport = get_driver("contract_transports", name) if self.schema and name else None
+        self.on_pending = self._pending_changed
+        self.usage = dict(record.get("usage") or {})
+
+    # -- persistence ---------------------------------------------------------
+
+    def store(self, **fields: Any) -> dict[str, Any]:
+        return update_job(self.job_id, **fields)
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def cwd(self) -> str:
+        return self.record.get("cwd") or self.session["cwd"]
+
+    def sandbox(self) -> str:
+        return self.record.get("mode") or "read-only"
+
+    def record_codex_binary(self) -> str:
+        return self.session["codex_binary"]
+
+    def goal_mode(self) -> bool:
+        return self.record.get("execution_mode") == "goal"
+
+    def on_turn_done(self, outcome: Any) -> None:
+        last = (outcome.token_usage or {}).get("last")
+        if isinstance(last, dict):
+            for key, name in (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens"),
+                              ("total_tokens", "totalTokens")):
+                self.usage[key] = int(self.usage.get(key, 0)) + int(last.get(name, 0))
+            self.store(usage=self.usage)
+
+    def on_goal_status(self, status: str | None) -> None:
+        self.store(goal_status=status)
+
+    def control_applied(self, request: dict[str, Any], action: str) -> None:
+        """Acknowledge exactly the pending revision this host applied."""
+        record = read_job_record(self.job_id)
+        if (record.get("last_control_status") == "pending"
+                and record.get("control_revision") == request.get("revision")):
+            self.store(last_control_status="applied")
+
+    def _pending_changed(self, pending: list[dict[str, Any]]) -> None:
+        if pending:
+            self.store(status="waiting", pending_requests=pending)
+        else:
+            self.store(status="running", pending_requests=None)
+
+    # -- controls specific to jobs ------------------------------------------
+
+    def control_detach(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.store(status="detached")
+        return {"detached": True}
+
+    def control_finalize(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Ask for the final result now: steer a turn-mode turn, or end goal work."""
+        self.intent = "finalize"
+        if self.goal_mode():
+            with self.lock:
+                turn = self.active_turn
+            if turn is not None and self.app is not None and self.thread_id is not None:
+                self.app.interrupt(self.thread_id, turn)
+        else:
+            self._steer_quietly(str(request.get("instruction") or
+                                    "Finish now and give your final answer."))
+        self.wake.set()
+        return {"action": "finalize"}
+
+    # -- turns ---------------------------------------------------------------
+
+    def overrides(self, final: bool) -> dict[str, Any]:
+        if self.transport is None:
+            return {}
+        return self.transport.turn_overrides(self.schema, final=final)
+
+    def first_turn(self) -> str:
+        task = job_file(self.job_id, "prompt.txt").read_text(encoding="utf-8")
+        images = self.record.get("attachments") or []
+        if not self.goal_mode():
+            return self.start_turn(task, images, **self.overrides(final=True))
+        turn = self.start_turn(goal_prompt(task), images)
+        assert self.app is not None and self.thread_id is not None
+        self.app.set_goal(self.thread_id, objective=self.record["goal_objective"],
+                          status="active", token_budget=self.record.get("goal_token_budget"))
+        self.store(goal_status="active")
+        return turn
+
+    def resumed_turn(self) -> str | None:
+        """A relaunch carries the control that caused it (``continue`` or ``finalize``)."""
+        request = self.record.get("resume_request") or {}
+        self.store(resume_request=None)
+        if request.get("effort"):
+            self.effort = request["effort"]
+        if request.get("action") == "finalize":
+            self.intent = "finalize"
+            return None
+        return self.start_turn(str(request.get("input") or "Continue."),
+                               **self.overrides(final=not self.goal_mode()))
+
+    def work(self, turn_id: str) -> Any:
+        """Wait through the work turns; returns the outcome the result comes from."""
+        while True:
+            try:
+                outcome = (self.wait_goal_work(turn_id) if self.goal_mode()
+                           else self.wait_turn(turn_id))
+            except TransportLost:
+                next_turn, terminal = self.recover(self.active_turn or turn_id)
+                if terminal is not None:
+                    return _Outcome(terminal)
+                assert next_turn is not None
+                turn_id = next_turn
+                continue
+            if (outcome.status == "interrupted"
+                    and self.intent not in ("stop", "pause", "finalize")):
+                self.store(status="paused")
+                turn_id = self.wait_for_continue()
+                self.store(status="running")
+                continue
+            return outcome
+
+    def final_turn(self, text: str) -> Any:
+        """The strict final turn (goal completion or ``finalize``) on the same thread."""
+        return self.work(self.start_turn(text, **self.overrides(final=True)))
+
+    # -- results -------------------------------------------------------------
+
+    def publish(self, turn: dict[str, Any], *, budget_limited: bool = False) -> None:
+        history = self.read_history()
+        atomic_write_json(job_file(self.job_id, "terminal-history.json"), history)
+        persisted = next((t for t in history["turns"] if t.get("id") == turn.get("id")), turn)
+        text = final_message(persisted) or final_message(turn) or ""
+        if self.record.get("literal_task"):
+            text = self._literal_result(text)
+        check = check_result(text, self.schema) if self.schema else None
+        if (check is not None and not check.valid and self.transport is not None
+                and self.transport.repairs and self.record.get("contract_enforcement") == "strict"
+                and not self.record.get("contract_repair_attempted")):
+            self.store(contract_repair_attempted=True)
+            repair = (f"{REPAIR_PREFIX} so that it satisfies the required schema. "
+                      f"Validation error: {check.error}")
+            outcome = self.work(self.start_turn(repair))
+            self.publish(outcome.turn, budget_limited=budget_limited)
+            return
+        self._write_result(text, check, budget_limited)
+
+    def _literal_result(self, text: str) -> str:
+        literal = self.record["literal_task"]
+        supplied = json.dumps(literal, sort_keys=True, separators=(",", ":")).encode()
+        document = {"operation": literal.get("operation"),
+                    "input_sha256": self.record.get("literal_input_sha256")
+                    or hashlib.sha256(supplied).hexdigest(),
+                    "output": text}
+        return json.dumps(document, indent=2, sort_keys=True)
+
+    def _write_result(self, text: str, check: Any, budget_limited: bool) -> None:
+        atomic_write_text(job_file(self.job_id, "result.md"), text)
+        fields: dict[str, Any] = {"result_path": str(job_file(self.job_id, "result.md")),
+                                  "result_kind": "final", "result_state": "unread"}
+        status = "completed"
+        if check is not None:
+            fields["contract_valid"] = check.valid
+            if check.valid:
+                atomic_write_json(job_file(self.job_id, "result.json"), check.value)
+                fields["structured_result_path"] = str(job_file(self.job_id, "result.json"))
+            elif self.record.get("contract_enforcement") == "warn":
+                status = "completed_with_warnings"
+                fields["warning"] = f"result does not satisfy the warn contract: {check.error}"
+            else:
+                partial = job_file(self.job_id, "partial-result.md")
+                atomic_write_text(partial, text)
+                self._end("failed", error=f"strict contract still invalid: {check.error}",
+                          result_kind="partial", partial_result_path=str(partial),
+                          result_path=str(partial), contract_valid=False)
+                return
+        if budget_limited:
+            status = "completed_with_warnings"
+            fields["warning"] = ("goal budget reached; published the fully validated strict "
+                                 "result of the last terminal turn")
+        fields.update(self._capture_patch())
+        current = read_job_record(self.job_id)
+        if current["status"] in ("failed",):
+            return  # the patch capture failed the job (out-of-scope mutation)
+        self._end(status, **fields)
+
+    def _capture_patch(self) -> dict[str, Any]:
+        if self.record.get("mode") != "workspace-write":
+            return {}
+        from mmo_kernel.jobs.workspace import capture_job_patch
+
+        capture_job_patch(self.job_id)
+        return {}
+
+    def suspend(self, reason: str, failure: dict[str, Any] | None = None,
+                **fields: Any) -> None:
+        partial = job_file(self.job_id, "partial-result.md")
+        self.partial(partial, f"{reason}\n{PERSISTED_THREAD_NOTE}")
+        update = {"result_kind": "partial", "partial_result_path": str(partial), **fields}
+        if failure is not None:
+            update["failure"] = failure
+            update["error"] = failure["message"]
+        transition_job(self.job_id, "suspended", **update)
+
+    def _end(self, status: str, **fields: Any) -> None:
+        transition_job(self.job_id, status, **fields)
+        run_id = self.session.get("current_run_id") or self.session.get("last_run_id") or ""
+        append_audit(session_file(self.session["session_id"], "audit.jsonl"), "agent_finished",
+                     run_id, job_id=self.job_id, agent=self.record["agent"], status=status)
+
+    def handle_failure(self, turn: dict[str, Any]) -> bool:
+        failure = normalize_turn_failure(turn)
+        if failure is None:
+            return False
+        if failure["retryable"]:
+            self.suspend(f"turn failed: {failure['message']}", failure)
+        else:
+            partial = job_file(self.job_id, "partial-result.md")
+            self.partial(partial, f"turn failed: {failure['message']}")
+            self._end("failed", failure=failure, error=failure["message"],
+                      result_kind="partial", partial_result_path=str(partial))
+        return True
+
+    # -- the run ------------------------------------------------------------
+
+    def complete(self, outcome: Any) -> None:
+        """Decide what a finished work phase means for the job."""
+        if self.handle_failure(outcome.turn):
+            return
+        if self.intent == "pause":
+            self.cold_paused()
+            return
+        if self.intent == "stop":
+            self._stopped()
+            return
+        goal = self.goal() if self.goal_mode() else None
+        status = goal.get("status") if goal else None
+        final_due = self.goal_mode() and (status == "complete" or self.intent == "finalize")
+        if status == "budgetLimited" and self.intent != "finalize":
+            self._budget_limited(outcome)
+            return
+        if self.goal_mode() and self.transport is not None and final_due \
+                and self.transport.turn_overrides(self.schema, final=True):
+            final = self.final_turn(FINAL_RESULT_INPUT)
+            if not self.handle_failure(final.turn):
+                self.publish(final.turn, budget_limited=status == "budgetLimited")
+            return
+        self.publish(outcome.turn, budget_limited=status == "budgetLimited")
+
+    def _budget_limited(self, outcome: Any) -> None:
+        text = final_message(outcome.turn) or ""
+        check = check_result(text, self.schema) if self.schema else None
+        self.store(goal_status="budgetLimited")
+        if check is not None and check.valid and self.record.get("contract_enforcement") == "strict":
+            self.publish(outcome.turn, budget_limited=True)
+            return
+        self.suspend("goal budget reached before a valid result; `finalize` runs the strict "
+                     "final turn on the same thread")
+
+    def _stopped(self) -> None:
+        partial = job_file(self.job_id, "partial-result.md")
+        self.partial(partial, "job stopped")
+        self._end("stopped", result_kind="partial", partial_result_path=str(partial))
+
+    def cold_paused(self) -> None:
+        partial = job_file(self.job_id, "partial-result.md")
+        self.partial(partial, f"job cold-paused\n{PERSISTED_THREAD_NOTE}")
+        self.store(status="paused", partial_result_path=str(partial), cold_pause_pending=None,
+                   **{f: None for f in HOST_IDENTITY_FIELDS})
+
+    def run(self) -> int:
+        fields: dict[str, Any] = {}
+        if self.record["status"] == "queued":
+            fields["status"] = "running"
+        if not self.record.get("started_at"):
+            fields["started_at"] = utc_now()
+        self.publish_host(**fields)
+        try:
+            self.spawn_app_server()
+            self.start_control_server()
+            resumed = self.bind_thread(fork_from=self.record.get("fork_from_thread_id"))
+            if resumed:
+                turn_id = self.resumed_turn()
+                if turn_id is None:  # finalize of a suspended job: the strict final turn
+                    final = self.final_turn(FINAL_RESULT_INPUT)
+                    if not self.handle_failure(final.turn):
+                        self.publish(final.turn)
+                    return 0
+            else:
+                turn_id = self.first_turn()
+            self.complete(self.work(turn_id))
+            return 0
+        except HostStopped:
+            if self.intent == "pause":
+                self.cold_paused()
+            else:
+                self._stopped()
+            return 0
+        except Exception as exc:
+            self.suspend(f"job host failed: {exc.__class__.__name__}: {exc}",
+                         {"kind": "host_error", "retryable": True,
+                          "message": f"{exc.__class__.__name__}: {exc}"})
+            return 1
+        finally:
+            self.shutdown()
+
+
+class _Outcome:
+    """A terminal turn read back from the thread after recovery (no notification came)."""
+
+    def __init__(self, turn: dict[str, Any]) -> None:
+        self.turn = turn
+        self.status = turn.get("status")
+        self.token_usage = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m mmo_app_server.job_host JOB_ID", file=sys.stderr)
+        return 2
+    return JobHost(args[0]).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
