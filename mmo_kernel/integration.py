@@ -55,13 +55,14 @@ def _fail_reversal(job_id: str, patch: Patch, original: BaseException,
     """Persist the taint and raise the error that tells the user the exact state."""
     paths = sorted(set(patch.changed_paths) | set(reversal.paths))
     named = ", ".join(paths)
+    state = "is partly reversed for" if reversal.partial else "keeps the applied change to"
     try:
         persist_taint(_taint_reason(job_id, paths, original, reversal))
     except BaseException as taint_error:
         raise TaintNotPersisted(
             f"integrating job {job_id} failed ({original}), reversing the applied patch failed "
             f"({reversal}), and the taint marker also could not be persisted ({taint_error}); "
-            f"the workspace keeps the applied change to {named}, the job stays accepted and the "
+            f"the workspace {state} {named}, the job stays accepted and the "
             "session record is unchanged: repair the workspace manually",
             paths,
         ) from taint_error

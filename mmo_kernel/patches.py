@@ -137,8 +137,9 @@ class PreimageMismatch(RuntimeError):
 class PatchReversalError(RuntimeError):
     """Undoing an applied patch failed; the workspace may hold part of the change."""
 
-    def __init__(self, paths: Sequence[str], detail: str = "") -> None:
+    def __init__(self, paths: Sequence[str], detail: str = "", partial: bool = False) -> None:
         self.paths = sorted(set(paths))
+        self.partial = partial
         tail = f" ({detail})" if detail else ""
         super().__init__("could not reverse the applied patch for: " + ", ".join(self.paths) + tail)
 
@@ -284,6 +285,8 @@ def verify_postimage(workspace: Path, patch: Patch) -> None:
     if wrong:
         raise RuntimeError(
             "applied patch does not reproduce the writer's files for: " + ", ".join(sorted(wrong))
+            + " (a git attribute or filter, or a concurrent writer, changed them); "
+            "the apply was reversed"
         )
 
 
@@ -396,7 +399,8 @@ def reverse_apply(workspace: Path, receipt: ApplyReceipt) -> None:
         problems.setdefault(rel, "content differs from before the apply")
     if problems:
         detail = "; ".join(f"{p}: {why}" for p, why in sorted(problems.items()))
-        raise PatchReversalError(list(problems), detail + "; the workspace is partly reversed")
+        raise PatchReversalError(list(problems), detail + "; the workspace is partly reversed",
+                                 partial=True)
 
 
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

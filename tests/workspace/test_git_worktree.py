@@ -254,3 +254,36 @@ def test_refusals_are_clear_and_change_nothing(user_repo, state_dir, tmp_path):
 def test_both_isolators_are_registered_plugins():
     assert type(get_driver("workspace_isolation", "git_worktree")).__name__ == "GitWorktreeIsolator"
     assert type(get_driver("workspace_isolation", "copy")).__name__ == "CopyIsolator"
+
+
+def test_a_directory_replaced_by_a_file_round_trips(user_repo, writers):
+    iso, handle = writers(["docs"])
+    root = Path(handle.root)
+    (root / "docs/guide.md").unlink()
+    (root / "docs").rmdir()
+    (root / "docs").write_text("docs is a file now\n")
+    before = tree_state(user_repo.path)
+
+    patch = iso.capture_patch(handle)
+    receipt = iso.apply(user_repo.path, patch)
+
+    assert (user_repo.path / "docs").read_text() == "docs is a file now\n"
+    iso.reverse(user_repo.path, patch, receipt)
+    assert tree_state(user_repo.path) == before
+
+
+def test_apply_that_cannot_reproduce_the_files_is_rolled_back(user_repo, writers):
+    iso, handle = writers(["src"])
+    (Path(handle.root) / "src/new.txt").write_text("line\n")
+    (Path(handle.root) / "src/app.py").write_text("print('writer')\n")
+    patch = iso.capture_patch(handle)
+    # The user's own attributes make git write CRLF: the result would differ from the writer's.
+    user_repo.write(".git/info/attributes", "*.txt text eol=crlf\n")
+    before = tree_state(user_repo.path)
+
+    expected = r"does not reproduce the writer's files for: src/new\.txt"
+    with pytest.raises(RuntimeError, match=expected):
+        iso.apply(user_repo.path, patch)
+
+    assert tree_state(user_repo.path) == before
+    (user_repo.path / ".git/info/attributes").unlink()

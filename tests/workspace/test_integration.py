@@ -131,7 +131,8 @@ def test_failed_taint_says_the_marker_could_not_be_persisted(accepted):
     rec = Recorder(integrated_error=RuntimeError("record write failed"),
                    taint_error=OSError("session record is read-only"),
                    on_integrated=concurrent_writer)
-    with pytest.raises(TaintNotPersisted, match="taint marker also could not be persisted"):
+    expected = "taint marker also could not be persisted.*keeps the applied change to src/app.py"
+    with pytest.raises(TaintNotPersisted, match=expected):
         integrate_transaction(isolator, workspace, patch, persist_integrated=rec.persist_integrated,
                               persist_taint=rec.persist_taint)
     assert rec.taints == []
