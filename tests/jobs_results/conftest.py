@@ -1,7 +1,7 @@
 """Fixtures for results, traces, controls and workspace tests.
 
 Sessions are real records over a real compiled snapshot of the built-in
-``adaptive-engineering`` profile (bound offline), written directly so no
+``adaptive-engineering`` profile (its real routes and efforts), written directly so no
 gateway starts; jobs are hand-written records, which spec 04 allows for
 results and waiting. Controls talk to a real host process (``fake_host.py``)
 serving a real ``ControlServer``.
@@ -48,7 +48,7 @@ def snapshot_template(tmp_path_factory) -> Path:
     os.environ["MMO_STATE_DIR"] = str(root / "state")
     os.environ["MMO_CONFIG_DIR"] = str(root / "config")
     try:
-        compiled = compile_profile(PROFILE, bindings={"*": "local_scripted"})
+        compiled = compile_profile(PROFILE)
     finally:
         for key, value in saved.items():
             if value is None:
