@@ -243,58 +243,57 @@ def test_a_raising_tool_is_a_normal_result_with_is_error(mmo_env, fake_log):
     assert refused["structuredContent"]["error"]["reason"] == "capacity"
 
 
-@pytest.mark.parametrize(
-    "tool, arguments, fragment",
-    [
-        ("agent_spawn", {"agent": "builder", "surprise": 1}, "surprise"),
-        ("agent_spawn", {"agent": "nobody"}, "must be one of builder, reviewer, scout"),
-        ("agent_spawn", {"agent": "builder", "mode": "god-mode"}, "mode"),
-        ("agents_spawn", {"agents": [{"agent": "builder"}, {"agent": "lead"}]}, "agents.1.agent"),
-        ("agents_spawn", {"agents": []}, "agents"),
-        ("agent_status", {"job_ids": "j1"}, "job_ids"),
-        ("agent_result", {"job_id": "j1", "cursor": "0"}, "cursor"),
-        ("agent_result", {"job_id": "j1", "cursor": -1}, "cursor"),
-        (
-            "agent_steer",
-            {"job_id": "j1", "expected_revision": True, "input": "x"},
-            "expected_revision",
-        ),
-        ("agent_steer", {"job_id": "j1", "input": "x"}, "expected_revision"),
-        ("agents_wait", {"job_ids": ["j1"], "include_results": "yes"}, "include_results"),
-        ("agent_result_accept", {"job_id": "j1"}, "reason"),
-        ("agent_status", [], "arguments must be an object"),
-    ],
-)
-def test_invalid_arguments_are_invalid_params_and_call_nothing(
-    mmo_env, fake_log, tool, arguments, fragment
-):
+INVALID_ARGUMENTS = [
+    ("agent_spawn", {"agent": "builder", "surprise": 1}, "surprise"),
+    ("agent_spawn", {"agent": "nobody"}, "must be one of builder, reviewer, scout"),
+    ("agent_spawn", {"agent": "builder", "mode": "god-mode"}, "mode"),
+    ("agents_spawn", {"agents": [{"agent": "builder"}, {"agent": "lead"}]}, "agents.1.agent"),
+    ("agents_spawn", {"agents": []}, "agents"),
+    ("agent_status", {"job_ids": "j1"}, "job_ids"),
+    ("agent_result", {"job_id": "j1", "cursor": "0"}, "cursor"),
+    ("agent_result", {"job_id": "j1", "cursor": -1}, "cursor"),
+    (
+        "agent_steer",
+        {"job_id": "j1", "expected_revision": True, "input": "x"},
+        "expected_revision",
+    ),
+    ("agent_steer", {"job_id": "j1", "input": "x"}, "expected_revision"),
+    ("agents_wait", {"job_ids": ["j1"], "include_results": "yes"}, "include_results"),
+    ("agent_result_accept", {"job_id": "j1"}, "reason"),
+    ("agent_status", [], "arguments must be an object"),
+]
+
+
+def test_invalid_arguments_are_invalid_params_and_call_nothing(mmo_env, fake_log):
     session = make_session(mmo_env.state_dir)
-    run = _run(session.root_env(), call(2, tool, arguments))
-    error = run.by_id(2)["error"]
-    assert error["code"] == -32602 and error["message"] == "invalid params"
-    assert error["data"].startswith("invalid tool arguments") and fragment in error["data"]
+    calls = [call(i, tool, arguments) for i, (tool, arguments, _) in enumerate(INVALID_ARGUMENTS)]
+    run = _run(session.root_env(), *calls)
+    for i, (tool, arguments, fragment) in enumerate(INVALID_ARGUMENTS):
+        error = run.by_id(i)["error"]
+        assert error["code"] == -32602 and error["message"] == "invalid params", (tool, arguments)
+        assert error["data"].startswith("invalid tool arguments"), error
+        assert fragment in error["data"], (fragment, error["data"])
     assert _api_calls(fake_log) == []
 
 
-@pytest.mark.parametrize(
-    "tool",
-    [
+def test_tools_not_offered_to_a_worker_are_unknown_tools(mmo_env, fake_log):
+    session = make_session(mmo_env.state_dir)
+    job_id, token = session.add_job("reviewer")
+    tools = [
         "agent_teleport",
         "agent_progress",
         "agent_result_accept",
         "agent_patch_integrate",
         "agent_cancel",
-    ],
-)
-def test_tools_not_offered_to_a_worker_are_unknown_tools(mmo_env, fake_log, tool):
-    session = make_session(mmo_env.state_dir)
-    job_id, token = session.add_job("reviewer")
+        "agent_spawn",
+    ]
     run = _run(
         session.worker_env("reviewer", job_id, token),
-        call(2, tool, {"job_id": "j1", "reason": "r"}),
+        *[call(i, tool, {"job_id": "j1", "reason": "r"}) for i, tool in enumerate(tools)],
     )
-    error = run.by_id(2)["error"]
-    assert error["code"] == -32602 and "unknown tool" in error["data"]
+    for i, tool in enumerate(tools):
+        error = run.by_id(i)["error"]
+        assert error["code"] == -32602 and "unknown tool" in error["data"], (tool, error)
     assert _api_calls(fake_log) == []
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from contextlib import contextmanager
 
 import pytest
-from mesh.meshkit import call, make_session, req, session_call
+from mesh.meshkit import INIT, MeshProc, call, line, make_session, req, session_call
 
 from mmo_kernel.mesh.capabilities import (
     CapabilityUnavailable,
@@ -27,6 +29,27 @@ def _list_error(env):
 def _tool_names(env):
     run = session_call(env, req(2, "tools/list"))
     return [t["name"] for t in run.by_id(2)["result"]["tools"]]
+
+
+@contextmanager
+def _live_server(env):
+    """One initialized server; yields a function doing one ``tools/list`` round trip."""
+    server = MeshProc(env)
+    counter = iter(range(1, 10_000))
+    try:
+        server.send(line(INIT))
+        assert json.loads(server.read_line())["id"] == "init"
+
+        def list_tools():
+            rid = next(counter)
+            server.send(line(req(rid, "tools/list")))
+            reply = json.loads(server.read_line())
+            assert reply["id"] == rid
+            return reply
+
+        yield list_tools
+    finally:
+        assert server.close() == 0
 
 
 def test_mint_token_returns_a_fresh_token_and_its_sha256():
@@ -94,11 +117,15 @@ def test_terminated_session_without_capabilities_file_is_refused(mmo_env):
     assert "capability is unavailable" in error["message"]
 
 
-@pytest.mark.parametrize("status", ["completed", "failed", "cancelled", "stopped"])
-def test_terminal_session_is_refused_even_with_the_right_token(mmo_env, status):
+def test_terminal_session_is_refused_even_with_the_right_token(mmo_env):
     session = make_session(mmo_env.state_dir)
-    session.update(status=status)
-    assert status in _list_error(session.root_env())["message"]
+    with _live_server(session.root_env()) as list_tools:
+        assert "result" in list_tools()
+        for status in ("completed", "failed", "cancelled", "stopped"):
+            session.update(status=status)
+            error = list_tools()["error"]
+            assert "invalid MCP caller capability" in error["message"], status
+            assert status in error["message"]
 
 
 def test_capabilities_file_readable_by_others_is_refused(mmo_env):
@@ -147,31 +174,33 @@ def test_running_worker_with_its_token_is_verified(mmo_env):
     assert "agent_status" in names and "agent_result_accept" not in names
 
 
-@pytest.mark.parametrize("status", ["running", "waiting", "detached"])
-def test_worker_token_is_valid_in_every_active_status(mmo_env, status):
-    session = make_session(mmo_env.state_dir)
-    job_id, token = session.add_job("builder", status=status)
-    assert _tool_names(session.worker_env("builder", job_id, token))
+def _set_job_status(session, job_id, status):
+    metadata = session.jobs_dir / job_id / "metadata.json"
+    metadata.write_text(json.dumps({**json.loads(metadata.read_text()), "status": status}))
 
 
-@pytest.mark.parametrize(
-    "status",
-    [
-        "queued",
-        "paused",
-        "suspended",
-        "completed",
-        "failed",
-        "cancelled",
-        "stopped",
-        "completed_with_warnings",
-    ],
-)
-def test_worker_token_is_refused_once_the_job_is_not_running(mmo_env, status):
+def test_worker_token_is_valid_only_while_the_job_runs(mmo_env):
+    """Re-verified on every request: the same server follows the job's status."""
     session = make_session(mmo_env.state_dir)
-    job_id, token = session.add_job("builder", status=status)
-    error = _list_error(session.worker_env("builder", job_id, token))
-    assert "invalid MCP caller capability" in error["message"] and "not running" in error["message"]
+    job_id, token = session.add_job("builder")
+    with _live_server(session.worker_env("builder", job_id, token)) as list_tools:
+        for status in ("running", "waiting", "detached"):
+            _set_job_status(session, job_id, status)
+            assert "result" in list_tools(), status
+        for status in (
+            "queued",
+            "paused",
+            "suspended",
+            "completed",
+            "failed",
+            "cancelled",
+            "stopped",
+            "completed_with_warnings",
+        ):
+            _set_job_status(session, job_id, status)
+            error = list_tools()["error"]
+            assert "invalid MCP caller capability" in error["message"], status
+            assert "not running" in error["message"], status
 
 
 def test_worker_token_of_another_job_is_refused(mmo_env):
@@ -216,30 +245,6 @@ def test_unknown_or_malformed_job_id_is_refused(mmo_env, job_id):
     _real, token = session.add_job("builder")
     error = _list_error(session.worker_env("builder", job_id, token))
     assert "invalid MCP caller capability" in error["message"]
-
-
-def test_identity_is_rechecked_on_every_call(mmo_env):
-    """A job that finishes between two calls loses its capability at once."""
-    session = make_session(mmo_env.state_dir)
-    job_id, token = session.add_job("builder")
-    env = session.worker_env("builder", job_id, token)
-    import json
-
-    from mesh.meshkit import INIT, MeshProc, line
-
-    server = MeshProc(env)
-    try:
-        server.send(line(INIT))
-        assert json.loads(server.read_line())["id"] == "init"
-        server.send(line(req(2, "tools/list")))
-        assert "result" in json.loads(server.read_line())
-        metadata = session.jobs_dir / job_id / "metadata.json"
-        record = json.loads(metadata.read_text())
-        metadata.write_text(json.dumps({**record, "status": "completed"}))
-        server.send(line(req(3, "tools/list")))
-        assert "not running" in json.loads(server.read_line())["error"]["message"]
-    finally:
-        assert server.close() == 0
 
 
 # -- native agents -------------------------------------------------------------

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 from mesh.meshkit import INIT, INITIALIZED, call, make_session, req, run_mesh, session_call
 
 NOT_INIT = {"code": -32600, "message": "server not initialized"}
@@ -42,10 +41,10 @@ def test_initialize_negotiates_2025_06_18_and_then_ping_works(mmo_env):
     assert len(run.responses) == 2, "the initialized notification must not be answered"
 
 
-@pytest.mark.parametrize("asked", ["1999-01-01", "2024-11-05", "not-a-date"])
-def test_unknown_protocol_version_is_answered_with_2025_06_18(mmo_env, asked):
-    run = run_mesh([req(1, "initialize", {"protocolVersion": asked})])
-    assert run.by_id(1)["result"]["protocolVersion"] == "2025-06-18"
+def test_unknown_protocol_versions_are_answered_with_2025_06_18(mmo_env):
+    for asked in ("1999-01-01", "2024-11-05", "not-a-date"):
+        run = run_mesh([req(1, "initialize", {"protocolVersion": asked})])
+        assert run.by_id(1)["result"]["protocolVersion"] == "2025-06-18", asked
 
 
 def test_newer_version_listed_by_the_official_sdk_is_accepted(mmo_env):
@@ -66,81 +65,78 @@ def test_second_initialize_is_refused(mmo_env):
     assert _error(run.by_id(2))["code"] == -32600
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":Infinity}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":-Infinity}}',
-        b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":{"b":1,"b":1}}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\\ud800"}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\\udfff":1}}',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping"',
-        b'{"jsonrpc":"2.0","id":1,"method":"ping"} trailing',
-        b'\xff\xfe{"jsonrpc":"2.0"}',
-        b'{"jsonrpc":"2.0","id":1,"method":"p\xed\xa0\x80"}',
-        b"[" * 100000,
-    ],
-    ids=[
-        "nan",
-        "inf",
-        "-inf",
-        "dup-id",
-        "dup-nested",
-        "lone-high",
-        "lone-low-key",
-        "truncated",
-        "trailing",
-        "bad-utf8",
-        "encoded-surrogate",
-        "deep-nesting",
-    ],
-)
-def test_parse_errors_answer_32700_with_null_id(mmo_env, raw):
-    run = run_mesh([INIT, raw + b"\n", req("after", "ping")])
-    assert run.returncode == 0
-    bad = [r for r in run.responses if r["id"] is None]
-    assert (
-        len(bad) == 1
-        and bad[0]["error"]["code"] == -32700
-        and bad[0]["error"]["message"] == "parse error"
-    )
-    assert run.by_id("after")["result"] == {}, "the server keeps serving after a parse error"
+PARSE_ERRORS = [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":Infinity}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":-Infinity}}',
+    b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":{"b":1,"b":1}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\\ud800"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\\udfff":1}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"} trailing',
+    b'\xff\xfe{"jsonrpc":"2.0"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"p\xed\xa0\x80"}',
+    b"[" * 100000,
+]
 
 
-@pytest.mark.parametrize(
-    "message, echoed",
-    [
-        ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": False, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": 2.0, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": [1], "method": "ping"}, None),
-        ({"jsonrpc": "1.0", "id": 5, "method": "ping"}, 5),
-        ({"id": 6, "method": "ping"}, 6),
-        ({"jsonrpc": 2.0, "id": "s", "method": "ping"}, "s"),
-        ({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": [1]}, 8),
-        ({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": "x"}, 9),
-        ({"jsonrpc": "2.0", "id": 10, "method": "ping", "params": None}, 10),
-        ({"jsonrpc": "2.0", "id": 11, "method": 3}, 11),
-        ({"jsonrpc": "2.0", "id": 12}, 12),
-        ([], None),
-        ([{"jsonrpc": "2.0", "id": 13, "method": "ping"}], None),
-        ("just a string", None),
-        (42, None),
-        (None, None),
-    ],
-)
-def test_invalid_requests_answer_32600_echoing_only_valid_ids(mmo_env, message, echoed):
-    run = run_mesh([INIT, message, req("after", "ping")])
-    bad = [r for r in run.responses if r["id"] != "init" and r["id"] != "after"]
-    assert len(bad) == 1, run.responses
-    assert bad[0]["id"] == echoed
-    assert bad[0]["error"]["code"] == -32600
-    assert run.by_id("after")["result"] == {}
+def _one_reply_per_line(lines):
+    """Send each line then a ping; return the one reply to each line (the server must live)."""
+    messages = [INIT]
+    for i, item in enumerate(lines):
+        messages += [item, req(f"after-{i}", "ping")]
+    run = run_mesh(messages)
+    assert run.returncode == 0, run.stderr
+    replies, pending = [], []
+    for reply in run.responses[1:]:
+        if reply["id"] == f"after-{len(replies)}":
+            assert reply["result"] == {}, reply
+            assert len(pending) == 1, (lines[len(replies)], pending)
+            replies.append(pending.pop())
+        else:
+            pending.append(reply)
+    assert len(replies) == len(lines)
+    return replies
+
+
+def test_parse_errors_answer_32700_with_null_id(mmo_env):
+    lines = [raw + b"\n" for raw in PARSE_ERRORS]
+    for raw, reply in zip(PARSE_ERRORS, _one_reply_per_line(lines), strict=True):
+        assert reply["id"] is None, raw[:60]
+        assert reply["error"]["code"] == -32700, raw[:60]
+        assert reply["error"]["message"] == "parse error"
+
+
+INVALID_REQUESTS = [
+    ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": False, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": 2.0, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None),
+    ({"jsonrpc": "2.0", "id": [1], "method": "ping"}, None),
+    ({"jsonrpc": "1.0", "id": 5, "method": "ping"}, 5),
+    ({"id": 6, "method": "ping"}, 6),
+    ({"jsonrpc": 2.0, "id": "s", "method": "ping"}, "s"),
+    ({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": [1]}, 8),
+    ({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": "x"}, 9),
+    ({"jsonrpc": "2.0", "id": 10, "method": "ping", "params": None}, 10),
+    ({"jsonrpc": "2.0", "id": 11, "method": 3}, 11),
+    ({"jsonrpc": "2.0", "id": 12}, 12),
+    ([], None),
+    ([{"jsonrpc": "2.0", "id": 13, "method": "ping"}], None),
+    ("just a string", None),
+    (42, None),
+    (None, None),
+]
+
+
+def test_invalid_requests_answer_32600_echoing_only_valid_ids(mmo_env):
+    lines = [message for message, _ in INVALID_REQUESTS]
+    for (message, echoed), reply in zip(INVALID_REQUESTS, _one_reply_per_line(lines), strict=True):
+        assert reply["id"] == echoed and type(reply["id"]) is type(echoed), message
+        assert reply["error"]["code"] == -32600, message
 
 
 def test_batches_are_refused_even_when_every_member_is_valid(mmo_env):
