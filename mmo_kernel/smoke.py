@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,10 +176,12 @@ def judge(target: SmokeTarget, final_text: str | None,
     successful = (sorted(_successful_mcp_tools(events_path, target.aliases))
                   if events_path else [])
     problems = [error] if error else []
-    if not marker_present:
+    if error and final_text is None and not events_path:
+        pass  # the agent never ran: the error says everything
+    elif not marker_present:
         problems.append(f"marker {target.marker} missing from the final result")
     missing = [t for t in target.required_tools if t not in successful]
-    if missing:
+    if missing and (events_path or not error):
         problems.append(f"no successful call of required tools {missing}")
     return SmokeResult(agent=target.agent, backend=target.backend,
                        marker_present=marker_present, required_tools=list(target.required_tools),
@@ -257,11 +260,7 @@ def run_smoke_tasks(profile: Any, cwd: str | os.PathLike[str], plan: list[SmokeT
 def _run_workers(profile: Any, cwd: str | os.PathLike[str], plan: list[SmokeTarget],
                  workers: list[SmokeTarget], bindings: Mapping[str, str] | None,
                  wall_seconds: float) -> list[dict[str, Any]]:
-    from .jobs.listing import load_job
-    from .jobs.records import job_dir
-    from .jobs.results import current_result
-    from .jobs.spawn import spawn_job
-    from .jobs.waiting import wait_for_jobs
+    """One job at a time (so team limits never refuse a smoke), each judged on its own."""
     from .session_create import create_session
     from .session_state import finish_session
 
@@ -269,21 +268,53 @@ def _run_workers(profile: Any, cwd: str | os.PathLike[str], plan: list[SmokeTarg
     sid, root = session["session_id"], session["root_agent"]
     rows: list[dict[str, Any]] = []
     try:
-        jobs = {t.agent: spawn_job(sid, root, None, t.agent, task_kind="smoke",
-                                   task=smoke_prompt(t, _natives_of(plan, t.agent)))["job_id"]
-                for t in workers}
-        wait_for_jobs(list(jobs.values()), sid, wall_seconds, include_results=False)
         for target in workers:
-            job = load_job(jobs[target.agent])
-            try:
-                text: str | None = current_result(job)[1]
-            except (OSError, ValueError, RuntimeError):
-                text = None
-            rows.extend(judge_job(job, text, target, _natives_of(plan, target.agent),
-                                  job_dir(jobs[target.agent]) / "events.jsonl"))
+            rows.extend(_run_worker(sid, root, target, _natives_of(plan, target.agent),
+                                    wall_seconds))
     finally:
         finish_session(sid, 0 if rows and all(r["error"] is None for r in rows) else 1)
     return rows
+
+
+def _run_worker(session_id: str, root: str, target: SmokeTarget, natives: list[SmokeTarget],
+                wall_seconds: float) -> list[dict[str, Any]]:
+    from .jobs.cancel import cancel_job
+    from .jobs.listing import load_job
+    from .jobs.records import job_dir
+    from .jobs.results import current_result
+    from .jobs.spawn import spawn_job
+    from .jobs.waiting import wait_for_jobs
+
+    try:
+        job_id = spawn_job(session_id, root, None, target.agent, task_kind="smoke",
+                           task=smoke_prompt(target, natives))["job_id"]
+    except Exception as exc:  # one refused agent must not hide the others' results
+        error = f"spawn refused: {type(exc).__name__}: {exc}"
+        return [judge(t, None, None, None, error) for t in [target, *natives]]
+    waited = wait_for_jobs([job_id], session_id, wall_seconds, include_results=False)
+    cleanup = None
+    if job_id in (waited.get("unfinished") or []):
+        cancel_job(job_id, session_id, reason="smoke wall expired")
+        cleanup = {"mode": "cancel", "result": load_job(job_id)["status"]}
+    job = load_job(job_id)
+    _wait_host_exit(job)
+    try:
+        text: str | None = current_result(job)[1]
+    except (OSError, ValueError, RuntimeError):
+        text = None
+    rows = judge_job(job, text, target, natives, job_dir(job_id) / "events.jsonl")
+    rows[0]["cleanup"] = cleanup
+    return rows
+
+
+def _wait_host_exit(job: Mapping[str, Any], seconds: float = 10.0) -> None:
+    """A terminal job's host may still be closing its app-server; a smoke leaves nothing running."""
+    from .processes import process_matches
+
+    deadline = time.monotonic() + seconds
+    while (process_matches(job.get("runner_pid"), job.get("runner_start_token"))
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
 
 
 def smoke_profile(profile: Any, cwd: str | os.PathLike[str], bindings: Mapping[str, str] | None = None,
