@@ -2,8 +2,6 @@
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 
 @pytest.fixture(autouse=True)
 def _isolated(mmo_env, mmo_process_guard):

@@ -11,6 +11,8 @@ import psutil
 from mmo_kernel import paths
 from mmo_kernel.testing import GUARD_ENV
 
+pytest_plugins = ["pytester"]
+
 
 def alive(pid):
     try:
