@@ -70,18 +70,20 @@ def read_json(path: Path) -> Any:
     """Parse a JSON file without following a symlinked leaf.
 
     A missing file raises ``FileNotFoundError`` (unknown ids are not-found),
-    a symlink ``StateError``, undecodable or invalid content ``ValueError``
-    naming the path.
+    a symlink ``StateError``; anything else unreadable (a folder, no
+    permission, bad UTF-8, invalid JSON) ``ValueError`` naming the path.
     """
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StateError(f"record cannot traverse symlink {path}") from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read()
+        raise ValueError(f"{path}: unreadable record ({exc.strerror})") from None
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

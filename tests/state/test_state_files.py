@@ -57,6 +57,10 @@ def test_read_json_failures_name_the_path(tmp_path):
     binary.write_bytes(b"\xff\xfe")
     with pytest.raises(ValueError, match="binary.json"):
         read_json(binary)
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="folder.json: unreadable record"):
+        read_json(folder)
 
 
 def test_read_json_refuses_a_symlinked_record(tmp_path):
