@@ -106,7 +106,7 @@ def _opted(server: Any, opt_in: Any) -> list[str]:
 
 def required_tools(spec: Any, servers: Mapping[str, Any]) -> list[str]:
     """``server.tool`` for every tool of every server the agent requires (``required``)."""
-    tools = []
+    tools: list[str] = []
     for name, opt_in in spec.tool_mcp_servers.items():
         if opt_in.required and name in servers:
             tools.extend(f"{name}.{tool}" for tool in _opted(servers[name], opt_in))
@@ -120,7 +120,8 @@ def dynamic_aliases(spec: Any, servers: Mapping[str, Any]) -> dict[str, str]:
         return {}
     from .plugins import get_driver
 
-    return get_driver("tool_bridges", "switchyard").alias_table(servers, bridged)  # type: ignore[attr-defined]
+    bridge: Any = get_driver("tool_bridges", "switchyard")
+    return dict(bridge.alias_table(servers, bridged))
 
 
 def smoke_marker(agent: str, nonce: str | None = None) -> str:
@@ -317,8 +318,9 @@ def _wait_host_exit(job: Mapping[str, Any], seconds: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def smoke_profile(profile: Any, cwd: str | os.PathLike[str], bindings: Mapping[str, str] | None = None,
-                  root_only: bool = False, workers_only: bool = False,
+def smoke_profile(profile: Any, cwd: str | os.PathLike[str],
+                  bindings: Mapping[str, str] | None = None, root_only: bool = False,
+                  workers_only: bool = False,
                   wall_seconds: float = DEFAULT_WALL_SECONDS) -> dict[str, Any]:
     """Run the marker tasks (CLI ``mmo smoke``) and report ``{"passed", "results"}``."""
     from .session_create import resolve_snapshot

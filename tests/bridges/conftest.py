@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from bridges.helpers import FIXTURE_SERVER, FIXTURE_TOOLS
 
 from mmo_kernel.tool_servers import ToolServer
-
 
 
 @pytest.fixture(autouse=True)

@@ -67,7 +67,8 @@ def test_json_rpc_errors_carry_code_and_message(stdio_server: Any) -> None:
         assert client.call_tool("echo", {"text": "still fine"}).content[0]["text"] == "still fine"
     assert unknown.value.code == -32602 and "unknown tool: nope" in str(unknown.value)
     assert "tool MCP server fixture" in str(unknown.value)
-    assert bad_args.value.method == "tools/call" and "invalid arguments" in bad_args.value.rpc_message
+    assert bad_args.value.method == "tools/call"
+    assert "invalid arguments" in bad_args.value.rpc_message
 
 
 def test_a_silent_call_times_out_is_cancelled_and_the_client_keeps_working(
@@ -78,8 +79,9 @@ def test_a_silent_call_times_out_is_cancelled_and_the_client_keeps_working(
             client.call_tool("sleep", {"seconds": 5}, timeout=0.3)
         assert time.monotonic() - started < 2
         assert client.call_tool("echo", {"text": "after"}).content[0]["text"] == "after"
-    cancelled = [m for m in requests_logged(tmp_path) if m.get("method") == "notifications/cancelled"]
-    sleeping = [m for m in requests_logged(tmp_path) if (m.get("params") or {}).get("name") == "sleep"]
+    logged = requests_logged(tmp_path)
+    cancelled = [m for m in logged if m.get("method") == "notifications/cancelled"]
+    sleeping = [m for m in logged if (m.get("params") or {}).get("name") == "sleep"]
     assert [c["params"]["requestId"] for c in cancelled] == [sleeping[0]["id"]]
 
 

@@ -97,7 +97,8 @@ def test_failures_come_back_as_unsuccessful_text_for_the_model(stdio_server: Any
         not_object = call(bridge, "mmo_mcp__fixture__echo", ["hi"])
     assert tool_error == {"success": False, "contentItems": [
         {"type": "inputText", "text": "the fixture tool failed on purpose"}]}
-    assert not rpc_error["success"] and "JSON-RPC error -32602" in rpc_error["contentItems"][0]["text"]
+    assert not rpc_error["success"]
+    assert "JSON-RPC error -32602" in rpc_error["contentItems"][0]["text"]
     assert not unknown["success"]
     assert "unknown dynamic tool 'mmo_mcp__fixture__hidden'" in unknown["contentItems"][0]["text"]
     assert not_object == {"success": False, "contentItems": [{
@@ -118,8 +119,8 @@ def test_images_are_data_urls_only_where_the_route_preserves_tool_media(
         assert picture["type"] == "inputImage" and picture["imageUrl"].startswith(prefix)
         assert base64.b64decode(picture["imageUrl"][len(prefix):]).startswith(b"\x89PNG")
     else:
-        assert picture == {"type": "inputText", "text": "[image omitted (image/png): this "
-                                                       "agent's route does not preserve tool media]"}
+        omitted = "[image omitted (image/png): this agent's route does not preserve tool media]"
+        assert picture == {"type": "inputText", "text": omitted}
 
 
 def test_a_dead_server_fails_the_call_and_is_restarted_on_the_next(
