@@ -28,6 +28,7 @@ from ..errors import ControlDeliveryUnknown, StateError
 from ..records import is_exact_int
 from ..session_records import TERMINAL_SESSION_STATUSES, read_session_record, session_file
 from ..state import runtime_lock
+from .authority import require_authority
 from .listing import load_job, retire_hosts, runner_alive, write_job_partial
 from .records import (
     HOST_IDENTITY_FIELDS,
@@ -39,7 +40,6 @@ from .records import (
     update_job,
     write_job_record,
 )
-from .authority import require_authority
 from .results import check_caller_job, load_session_job
 
 CONTROL_ACTIONS = ("steer", "interrupt", "pause", "continue", "detach", "stop", "compact",

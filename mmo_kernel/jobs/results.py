@@ -22,11 +22,11 @@ from ..state import runtime_lock
 from .authority import require_authority
 from .records import (
     TERMINAL_JOB_STATUSES,
+    apply_job_fields,
     job_dir,
     public_job,
     read_job_record,
     write_job_record,
-    apply_job_fields,
 )
 
 DEFAULT_MAX_CHARS = 20000

@@ -238,5 +238,5 @@ def read_agent_trace_record(agent_run_ref: str, session_id: str,
     return record_page(job_id, record, record_cursor, cursor, max_chars)
 
 
-__all__ = ["TRACE_BOUND_BYTES", "read_agent_trace_record", "read_trace", "bounded", "encode", "filter_line", "record_page",
-           "resolve_agent_run_ref", "strip_reasoning", "trace_page"]
+__all__ = ["TRACE_BOUND_BYTES", "bounded", "encode", "filter_line", "read_agent_trace_record",
+           "read_trace", "record_page", "resolve_agent_run_ref", "strip_reasoning", "trace_page"]

@@ -1,4 +1,4 @@
-"""Writer patches at job end, integration as a transaction, taint, and worktree hygiene (spec 06)."""
+"""Writer patches at job end, integration as one transaction, taint, worktree hygiene (06)."""
 
 from __future__ import annotations
 
