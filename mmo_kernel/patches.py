@@ -244,14 +244,16 @@ def finish_receipt(receipt: ApplyReceipt) -> ApplyReceipt:
     deleted: list[str] = []
     dirs: set[str] = set()
     for rel in receipt.changed_paths:
-        exists = _lstat(root / rel) is not None
+        info = _lstat(root / rel)
+        exists = info is not None and not stat.S_ISDIR(info.st_mode)
         if rel in before:
             (modified if exists else deleted).append(rel)
         elif exists:
             created.append(rel)
         for parent in _parents(rel):
-            info = _lstat(root / parent)
-            if parent not in receipt.dir_modes and info is not None and stat.S_ISDIR(info.st_mode):
+            parent_info = _lstat(root / parent)
+            if (parent not in receipt.dir_modes and parent_info is not None
+                    and stat.S_ISDIR(parent_info.st_mode)):
                 dirs.add(parent)
     return receipt.model_copy(update={
         "created_files": created, "modified_files": modified, "deleted_files": deleted,
@@ -347,7 +349,8 @@ def _unrestored(root: Path, receipt: ApplyReceipt) -> list[str]:
         info = _lstat(root / rel)
         if info is not None and not (rel in receipt.dir_modes and stat.S_ISDIR(info.st_mode)):
             wrong.append(rel)
-    wrong += [p + "/" for p in receipt.created_dirs if _lstat(root / p) is not None]
+    wrong += [p + "/" for p in receipt.created_dirs
+              if (root / p).is_dir() and not (root / p).is_symlink()]
     return wrong
 
 

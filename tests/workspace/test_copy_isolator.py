@@ -154,3 +154,20 @@ def test_cleanup_removes_the_copy_and_is_idempotent(project, mmo_env):
     iso.cleanup(handle)
     iso.cleanup(handle)
     assert not Path(handle.dest).exists()
+
+
+def test_a_file_replaced_by_a_directory_round_trips(project, writer):
+    iso, handle = writer(["src"])
+    root = Path(handle.root)
+    (root / "src/app.py").unlink()
+    (root / "src/app.py").mkdir()
+    (root / "src/app.py/__init__.py").write_text("package = True\n")
+    before = tree_state(project)
+
+    patch = iso.capture_patch(handle)
+    receipt = iso.apply(project, patch)
+
+    assert (project / "src/app.py/__init__.py").read_text() == "package = True\n"
+    assert receipt.deleted_files == ["src/app.py"] and receipt.created_dirs == ["src/app.py"]
+    iso.reverse(project, patch, receipt)
+    assert tree_state(project) == before
