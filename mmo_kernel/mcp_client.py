@@ -16,7 +16,6 @@ import itertools
 import json
 import logging
 import os
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -311,16 +310,15 @@ class StdioMcpClient(McpClient):
             pass
 
     def _mark_lost(self) -> str:
+        reason = "closed by MMO"
+        if not self._closed and self._lost is None:
+            try:  # outside the lock: callers must not wait for a dying server's exit
+                reason = f"exited with status {self._popen.wait(timeout=1.0)}"
+            except subprocess.TimeoutExpired:
+                reason = "closed its stdout"
         with self._lock:
             if self._lost is None:
-                if self._closed:
-                    self._lost = "closed by MMO"
-                else:
-                    try:
-                        code = self._popen.wait(timeout=1.0)
-                        self._lost = f"exited with status {code}"
-                    except subprocess.TimeoutExpired:
-                        self._lost = "closed its stdout"
+                self._lost = reason
             pending = list(self._pending.values())
         for waiting in pending:
             waiting.done.set()
@@ -390,7 +388,7 @@ class HttpMcpClient(McpClient):
                 hint = f" (check {self.server.bearer_token_env_var or 'the server credentials'})"
             raise McpTransportError(
                 self.name, f"{what}: HTTP {exc.code} from {self.url}{hint}: {detail}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise McpTimeout(self.name, f"{what} got no answer within {timeout:g} s") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -406,7 +404,7 @@ class HttpMcpClient(McpClient):
                     found = _response_from_sse(response, message["id"])
                 else:
                     found = json.loads(response.read() or b"null")
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise McpTimeout(self.name, f"{message['method']} got no answer within "
                                             f"{timeout:g} s") from None
             except ValueError:
