@@ -12,6 +12,7 @@ call runs against a minimal reader of the job record (labelled in the output).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import select
@@ -104,6 +105,9 @@ def _layout(state: Path) -> tuple[dict[str, str], str]:
             "agents": {"lead": {"can_spawn": ["w"]}, "w": {}},
         },
     )
+    digest = hashlib.sha256((snap / "profile.json").read_bytes()).hexdigest()
+    manifest = {"snapshot_hash": "bench-snap", "files": {"profile.json": digest}}
+    atomic_write_json(snap / "manifest.json", manifest)
     sdir = state / "sessions" / session_id
     sdir.mkdir(parents=True)
     atomic_write_json(

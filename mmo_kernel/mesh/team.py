@@ -1,23 +1,27 @@
 """What the mesh needs to know about a session's team, read from its snapshot.
 
-The snapshot module (``mmo_kernel.snapshots``) owns the snapshot format; until
-it lands, this module reads the resolved profile defensively from
-``<state>/snapshots/<hash>/`` (``profile.json``, else ``profile.toml``) and
-keeps only the fields the mesh uses. Snapshots are immutable, so a parsed
-team is cached per hash for the life of the server process.
+``mmo_kernel.snapshots`` owns the format: ``<state>/snapshots/<hash>/``
+holds ``profile.json`` (the resolved profile) and ``manifest.json`` (the
+sha256 of every file). Importing that module costs over a second (it pulls
+in the catalog and plugin machinery), so the mesh reads the two JSON files
+directly, checks ``profile.json`` against its manifest digest, and keeps
+only the fields it uses. Snapshots are immutable, so a parsed team is
+cached per hash for the life of the server process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 _HASH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-PROFILE_FILES = ("profile.json", "profile.toml")
+PROFILE_JSON = "profile.json"
+MANIFEST_JSON = "manifest.json"
+INTEGRITY_FAILURE = "failed integrity validation"
 
 
 @dataclass(frozen=True)
@@ -90,18 +94,26 @@ def team_from_profile(profile: dict[str, Any]) -> Team:
     return Team(root_agent=root, max_depth=max_depth, agents=agents)
 
 
+def _read_regular(path: Path) -> bytes:
+    if path.is_symlink() or not path.is_file():
+        raise FileNotFoundError(f"snapshot {path.parent.name} has no {path.name}")
+    return path.read_bytes()
+
+
 def _read_profile(directory: Path) -> dict[str, Any]:
-    for name in PROFILE_FILES:
-        path = directory / name
-        if path.is_file() and not path.is_symlink():
-            data = path.read_bytes()
-            doc = json.loads(data) if name.endswith(".json") else tomllib.loads(data.decode())
-            if isinstance(doc, dict) and isinstance(doc.get("profile"), dict):
-                doc = doc["profile"]
-            if not isinstance(doc, dict):
-                raise ValueError(f"{path} is not a profile document")
-            return doc
-    raise FileNotFoundError(f"snapshot {directory.name} has no resolved profile")
+    """``profile.json``, refused unless it matches the digest recorded in ``manifest.json``."""
+    name = directory.name
+    manifest = json.loads(_read_regular(directory / MANIFEST_JSON))
+    raw = _read_regular(directory / PROFILE_JSON)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if manifest.get("snapshot_hash") != name or not isinstance(files, dict):
+        raise ValueError(f"snapshot {name} {INTEGRITY_FAILURE}: manifest does not describe it")
+    if files.get(PROFILE_JSON) != hashlib.sha256(raw).hexdigest():
+        raise ValueError(f"snapshot {name} {INTEGRITY_FAILURE}: {PROFILE_JSON} does not match")
+    doc = json.loads(raw)
+    if not isinstance(doc, dict):
+        raise ValueError(f"snapshot {name}: {PROFILE_JSON} is not a profile document")
+    return doc
 
 
 def load_team(state_dir: Path, snapshot_hash: str) -> Team:

@@ -7,6 +7,7 @@ against real files, exactly as the server reads them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
@@ -170,6 +171,10 @@ class SessionFixture:
     snapshot_hash: str = "snap-0001"
 
     @property
+    def snapshot_dir(self) -> Path:
+        return self.state_dir / "snapshots" / self.snapshot_hash
+
+    @property
     def dir(self) -> Path:
         return self.state_dir / "sessions" / self.session_id
 
@@ -261,6 +266,9 @@ def make_session(
     snapshot = state_dir / "snapshots" / fixture.snapshot_hash
     snapshot.mkdir(parents=True, exist_ok=True)
     atomic_write_json(snapshot / "profile.json", profile or PROFILE, mode=0o444)
+    digest = hashlib.sha256((snapshot / "profile.json").read_bytes()).hexdigest()
+    manifest = {"snapshot_hash": fixture.snapshot_hash, "files": {"profile.json": digest}}
+    atomic_write_json(snapshot / "manifest.json", manifest, mode=0o444)
     (fixture.dir / "runs" / fixture.run_id).mkdir(parents=True, exist_ok=True)
     atomic_write_json(
         fixture.dir / "session.json",

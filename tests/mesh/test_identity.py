@@ -306,3 +306,26 @@ def test_native_agents_are_refused_in_a_tainted_session(mmo_env):
     native = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"])
     error = _list_error(native)
     assert error["message"].startswith("invalid native-agent") and "tainted" in error["message"]
+
+
+# -- the caller's team (snapshot) ------------------------------------------------
+
+
+def test_tampered_snapshot_profile_is_refused(mmo_env):
+    """A profile edited after compilation (e.g. granting can_spawn) never widens a tool set."""
+    session = make_session(mmo_env.state_dir)
+    profile = session.snapshot_dir / "profile.json"
+    os.chmod(profile, 0o644)
+    doc = json.loads(profile.read_text())
+    doc["agents"]["reviewer"]["can_spawn"] = ["builder"]
+    profile.write_text(json.dumps(doc))
+    job_id, token = session.add_job("reviewer")
+    error = _list_error(session.worker_env("reviewer", job_id, token))
+    assert error["code"] == -32603 and "failed integrity validation" in error["message"]
+
+
+def test_snapshot_without_manifest_is_refused(mmo_env):
+    session = make_session(mmo_env.state_dir)
+    os.chmod(session.snapshot_dir, 0o755)
+    (session.snapshot_dir / "manifest.json").unlink()
+    assert "manifest.json" in _list_error(session.root_env())["message"]
