@@ -153,7 +153,7 @@ def _check_authority(ctx: Context, agent: str) -> ResolvedAgent:
     return profile.agents[agent]
 
 
-def _check_route(ctx: Context, agent: str, spec: ResolvedAgent) -> None:
+def check_route(ctx: Context, agent: str, spec: ResolvedAgent) -> None:
     state = (ctx.session.get("route_availability") or {}).get(spec.route)
     if state is not None and not state.get("available", False):
         raise AdmissionError(f"route {spec.route} of agent {agent} is unavailable: "
@@ -177,7 +177,8 @@ def _task(agent: str, spec: ResolvedAgent, item: SpawnSpec) -> tuple[str, str | 
     return item.task, None
 
 
-def _attachments(ctx: Context, agent: str, spec: ResolvedAgent, values: list[str] | None) -> list[str]:
+def _attachments(ctx: Context, agent: str, spec: ResolvedAgent,
+                 values: list[str] | None) -> list[str]:
     if not values:
         return []
     if not spec.accepts_images:
@@ -195,7 +196,7 @@ def _attachments(ctx: Context, agent: str, spec: ResolvedAgent, values: list[str
 def check_item(ctx: Context, item: SpawnSpec) -> Admitted:
     """Every per-item check except scope conflicts and capacity (those need the batch)."""
     spec = _check_authority(ctx, item.agent)
-    _check_route(ctx, item.agent, spec)
+    check_route(ctx, item.agent, spec)
     text, digest = _task(item.agent, spec, item)
     if item.mode == "workspace-write" and spec.permissions == "read-only":
         raise PermissionError(f"agent {item.agent!r} is read-only and cannot take workspace-write")
@@ -214,7 +215,7 @@ def check_item(ctx: Context, item: SpawnSpec) -> Admitted:
     return admitted
 
 
-def _check_conflicts(items: list[Admitted], live: list[dict[str, Any]]) -> None:
+def check_conflicts(items: list[Admitted], live: list[dict[str, Any]]) -> None:
     writers = {r["job_id"]: list(r.get("write_scope_resolved") or [])
                for r in live if r.get("mode") == "workspace-write"}
     for index, item in enumerate(items):
@@ -230,7 +231,7 @@ def _limit(what: str, used: int, adding: int, limit: int) -> None:
                              f"{used} live and {adding} requested", reason="capacity")
 
 
-def _check_capacity(ctx: Context, items: list[Admitted], live: list[dict[str, Any]]) -> None:
+def check_capacity(ctx: Context, items: list[Admitted], live: list[dict[str, Any]]) -> None:
     sid, coord = ctx.session["session_id"], ctx.profile.coordination
     mine = [r for r in live if r["session_id"] == sid]
     _limit(f"session {sid} max_active_agents", len(mine), len(items), coord.max_active_agents)
@@ -261,6 +262,12 @@ def admit(ctx: Context, specs: list[SpawnSpec]) -> list[Admitted]:
     """Check the whole batch (call under the runtime lock); raises on the first refusal."""
     items = [check_item(ctx, spec) for spec in specs]
     live = live_jobs()
-    _check_conflicts(items, live)
-    _check_capacity(ctx, items, live)
+    check_conflicts(items, live)
+    check_capacity(ctx, items, live)
     return items
+
+
+# Re-admission (``continue`` of a job whose host is gone) reuses these checks.
+_check_route = check_route
+_check_conflicts = check_conflicts
+_check_capacity = check_capacity

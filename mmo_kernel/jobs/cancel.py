@@ -8,7 +8,13 @@ from ..audit import append_audit
 from ..session_records import read_session_record, session_file
 from .authority import ancestors, require_authority, require_session_job
 from .listing import iter_job_records, load_job, retire_hosts, write_job_partial
-from .records import HOST_IDENTITY_FIELDS, TERMINAL_JOB_STATUSES, public_job, transition_job, update_job
+from .records import (
+    HOST_IDENTITY_FIELDS,
+    TERMINAL_JOB_STATUSES,
+    public_job,
+    transition_job,
+    update_job,
+)
 from .spawn import cleanup_workspace
 
 MAX_CANCEL_REASON_CHARS = 500
@@ -49,7 +55,7 @@ def _cancel_one(record: dict[str, Any], reason: str | None, session: dict[str, A
         cleanup_workspace(record)
         cleanup["workspace_removed"] = True
     updated = update_job(job_id, **cleanup)
-    run_id = session.get("current_run_id") or session.get("last_run_id") or updated.get("run_id")
+    run_id = str(session.get("current_run_id") or session.get("last_run_id") or updated["run_id"])
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_cancelled", run_id,
                  job_id=job_id, agent=updated["agent"], reason=reason,
                  caller_agent=caller_agent, caller_job_id=caller_job_id)

@@ -21,7 +21,13 @@ from ..paths import state_dir
 from ..records import StrictRecord, read_record
 from ..session_records import new_record_id, utc_now
 from ..session_state import REMOVE
-from ..state import MMO_SCHEMA_VERSION, atomic_write_json, ensure_state_layout, runtime_lock, safe_path
+from ..state import (
+    MMO_SCHEMA_VERSION,
+    atomic_write_json,
+    ensure_state_layout,
+    runtime_lock,
+    safe_path,
+)
 
 JOB_STATUSES = ("queued", "running", "waiting", "paused", "detached", "suspended",
                 "completed", "completed_with_warnings", "failed", "cancelled", "stopped")
@@ -175,8 +181,9 @@ def check_job_record(doc: dict[str, Any], where: str = "job record") -> dict[str
     missing = [name for name in REQUIRED_JOB_FIELDS if name not in doc]
     if missing:
         raise RecordError(f"{where}: job record is missing required fields: {', '.join(missing)}")
-    from ..drivers import format_validation_error
     from pydantic import ValidationError
+
+    from ..drivers import format_validation_error
 
     try:
         JobRecord.model_validate(doc)
@@ -258,7 +265,7 @@ def update_job(job_id: str, **fields: Any) -> dict[str, Any]:
 
 
 def transition_job(job_id: str, status: str, **fields: Any) -> dict[str, Any]:
-    """Move a non-terminal job to ``status`` with ``fields``; a terminal job is returned unchanged."""
+    """Move a non-terminal job to ``status`` (with ``fields``); a terminal job stays as it is."""
     if status not in JOB_STATUSES:
         raise ValueError(f"job status must be one of {', '.join(JOB_STATUSES)}, got {status!r}")
     with runtime_lock():

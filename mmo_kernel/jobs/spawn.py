@@ -12,9 +12,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..audit import append_audit
+from ..drivers import WorkspaceIsolator
 from ..goals import cap_objective
 from ..mesh.tokens import mint_token
 from ..patches import WorkspaceHandle
@@ -42,7 +43,7 @@ def isolator_for(profile: Any):
     """The session profile's workspace-isolation driver, with its options."""
     coord = profile.coordination
     cls = plugin_system().registry.driver_class("workspace_isolation", coord.isolation)
-    return cls(coord.isolation_options)
+    return cast(WorkspaceIsolator, cls(coord.isolation_options))  # type: ignore[call-arg]
 
 
 def _contract_fields(ctx: Context, item: Admitted) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def cleanup_workspace(record: Mapping[str, Any]) -> None:
         return
     handle = WorkspaceHandle.model_validate(data)
     cls = plugin_system().registry.driver_class("workspace_isolation", handle.isolator)
-    cls().cleanup(handle)
+    cast(WorkspaceIsolator, cls()).cleanup(handle)
 
 
 def _create(ctx: Context, item: Admitted, job_id: str, batch_id: str,
@@ -150,7 +151,7 @@ def launch(job_id: str) -> dict[str, Any]:
     record = update_job(job_id, mcp_caller_token_hash=token_hash)
     env = session_environment(session, record["agent"], identity={
         "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
-    host = get_driver("execution_hosts", "app_server")
+    host: Any = get_driver("execution_hosts", "app_server")
     try:
         pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
     except Exception as exc:
@@ -158,7 +159,7 @@ def launch(job_id: str) -> dict[str, Any]:
         raise RuntimeError(f"job {job_id}: the job host could not be started: {exc}") from exc
     record = transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
                             runner_start_token=start_token, started_at=utc_now())
-    run_id = session.get("current_run_id") or session.get("last_run_id") or record.get("run_id")
+    run_id = str(session.get("current_run_id") or session.get("last_run_id") or record["run_id"])
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_started", run_id,
                  job_id=job_id, agent=record["agent"], batch_id=record.get("batch_id"),
                  caller_agent=record.get("caller_agent"),

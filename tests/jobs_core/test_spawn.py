@@ -1,4 +1,4 @@
-"""spawn_job / spawn_jobs on real sessions: records, prompt, workspace, token hash, launch, audit."""
+"""spawn_job / spawn_jobs on real sessions: record, prompt, workspace, token hash, launch."""
 
 from __future__ import annotations
 

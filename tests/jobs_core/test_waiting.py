@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from mmo_kernel.audit import read_jsonl
 from mmo_kernel.jobs.deferral import (
     defer_root_completion,
     end_root_completion_deferral,
@@ -15,7 +16,6 @@ from mmo_kernel.jobs.deferral import (
 )
 from mmo_kernel.jobs.records import job_dir, update_job
 from mmo_kernel.jobs.waiting import wait_for_jobs
-from mmo_kernel.audit import read_jsonl
 from mmo_kernel.session_records import read_session_record, session_file
 
 
