@@ -52,8 +52,11 @@ def _cancel_one(record: dict[str, Any], reason: str | None, session: dict[str, A
     if updated.get("result_kind") != "final":
         cleanup["result_kind"] = "partial"
     if record.get("workspace"):
-        cleanup_workspace(record)
-        cleanup["workspace_removed"] = True
+        try:
+            cleanup_workspace(record)
+            cleanup["workspace_removed"] = True
+        except Exception as exc:  # noqa: BLE001 - the cancel stands; the leftover is named
+            cleanup["warning"] = f"the writer workspace could not be removed: {exc}"
     updated = update_job(job_id, **cleanup)
     run_id = str(session.get("current_run_id") or session.get("last_run_id") or updated["run_id"])
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_cancelled", run_id,

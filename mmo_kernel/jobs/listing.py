@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from ..evidence import partial_text
@@ -29,6 +30,8 @@ from .records import (
 )
 
 WORKING_STATUSES = frozenset({"running", "waiting", "detached"})
+NEVER_LAUNCHED_GRACE_SECONDS = 60.0
+"""A ``queued`` job with no runner this much older than its creation was never launched."""
 RETIRE_GRACE_SECONDS = 2.0
 PARTIAL_NAME = "partial-result.md"
 
@@ -135,10 +138,26 @@ def _finish_cold_pause(record: dict[str, Any]) -> dict[str, Any]:
                                fields)
 
 
+def _never_launched(record: dict[str, Any]) -> bool:
+    if record["status"] != "queued" or record.get("runner_pid") is not None:
+        return False
+    try:
+        created = datetime.fromisoformat(record["created_at"])
+    except (TypeError, ValueError):
+        return False
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - created).total_seconds() > NEVER_LAUNCHED_GRACE_SECONDS
+
+
 def reconcile_job(record: dict[str, Any]) -> dict[str, Any]:
     """Bring one record in line with its processes; returns the (possibly new) record."""
     if record.get("cold_pause_pending"):
         return _finish_cold_pause(record)
+    if _never_launched(record):
+        return _conditional_update(record["job_id"], {"status": "queued", "runner_pid": None},
+                                   {"status": "failed",
+                                    "error": "the job host was never launched"})
     if (record["status"] in WORKING_STATUSES and record.get("runner_pid") is not None
             and not runner_alive(record)):
         return _suspend_lost_runner(record)

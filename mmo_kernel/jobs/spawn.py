@@ -142,18 +142,28 @@ def create_batch(ctx: Context, items: list[Admitted],
     return records
 
 
-def launch(job_id: str) -> dict[str, Any]:
-    """Mint the caller token, start the host detached, record it and audit ``agent_started``."""
+def _start_host(job_id: str, session: dict[str, Any], agent: str) -> tuple[int, str]:
     from ..plugins import get_driver
 
-    session = read_session_record(read_job_record(job_id)["session_id"])
     token, token_hash = mint_token()
-    record = update_job(job_id, mcp_caller_token_hash=token_hash)
-    env = session_environment(session, record["agent"], identity={
+    update_job(job_id, mcp_caller_token_hash=token_hash)
+    env = session_environment(session, agent, identity={
         "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
     host: Any = get_driver("execution_hosts", "app_server")
+    pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
+    return pid, start_token
+
+
+def launch(job_id: str) -> dict[str, Any]:
+    """Mint the caller token, start the host detached, record it and audit ``agent_started``.
+
+    If the host cannot be started the job becomes ``failed`` (holding no
+    capacity) and ``RuntimeError`` names the cause.
+    """
+    record = read_job_record(job_id)
+    session = read_session_record(record["session_id"])
     try:
-        pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
+        pid, start_token = _start_host(job_id, session, record["agent"])
     except Exception as exc:
         transition_job(job_id, "failed", error=f"the job host could not be started: {exc}")
         raise RuntimeError(f"job {job_id}: the job host could not be started: {exc}") from exc
@@ -165,6 +175,14 @@ def launch(job_id: str) -> dict[str, Any]:
                  caller_agent=record.get("caller_agent"),
                  caller_job_id=record.get("caller_job_id"), mode=record.get("mode"))
     return record
+
+
+def _launch_reporting(job_id: str) -> dict[str, Any]:
+    """Launch one job of a batch; a failed launch is reported in its (failed) record."""
+    try:
+        return launch(job_id)
+    except RuntimeError:
+        return read_job_record(job_id)
 
 
 def admit_and_create(session_id: str, caller_agent: str, caller_job_id: str | None,
@@ -179,7 +197,8 @@ def spawn_jobs(specs: list[dict[str, Any]], session_id: str, caller_agent: str,
                caller_job_id: str | None = None) -> dict[str, Any]:
     """Admit a batch all-or-nothing and launch it: ``{"atomic": True, "accepted": [...]}``."""
     records = admit_and_create(session_id, caller_agent, caller_job_id, parse_specs(specs))
-    return {"atomic": True, "accepted": [public_job(launch(r["job_id"])) for r in records]}
+    return {"atomic": True,
+            "accepted": [public_job(_launch_reporting(r["job_id"])) for r in records]}
 
 
 def spawn_job(session_id: str, caller_agent: str, caller_job_id: str | None, agent_id: str,
@@ -187,8 +206,13 @@ def spawn_job(session_id: str, caller_agent: str, caller_job_id: str | None, age
               write_scope_values: list[str] | None = None,
               literal_task: dict[str, Any] | None = None,
               attachments: list[str] | None = None) -> dict[str, Any]:
-    """Admit and launch one job; returns its public record (``job_id``, ``batch_id``, ...)."""
+    """Admit and launch one job; returns its public record (``job_id``, ``batch_id``, ...).
+
+    Raises ``RuntimeError`` when the admitted job's host could not be started
+    (the job is then recorded ``failed``).
+    """
     spec = {"agent": agent_id, "task_kind": task_kind, "task": task, "mode": mode,
             "write_scopes": write_scope_values, "literal_task": literal_task,
             "attachments": attachments}
-    return spawn_jobs([spec], session_id, caller_agent, caller_job_id)["accepted"][0]
+    records = admit_and_create(session_id, caller_agent, caller_job_id, parse_specs([spec]))
+    return public_job(launch(records[0]["job_id"]))

@@ -85,3 +85,13 @@ def test_a_terminal_job_with_a_stale_marker_only_loses_the_marker(mmo_env, live_
     record = load_job(job["job_id"])
     assert record["status"] == "completed" and "cold_pause_pending" not in record
     assert read_job_record(job["job_id"]) == record
+
+
+def test_a_queued_job_that_was_never_launched_fails_after_the_grace(mmo_env, live_job):
+    fresh = live_job("s1", "worker", runner=False, status="queued")
+    assert load_job(fresh["job_id"])["status"] == "queued"
+    stale = live_job("s1", "worker", runner=False, status="queued",
+                     created_at="2020-01-01T00:00:00+00:00")
+    record = load_job(stale["job_id"])
+    assert record["status"] == "failed" and "never launched" in record["error"]
+    assert not holds_capacity(record)

@@ -151,3 +151,20 @@ def test_one_bad_item_creates_nothing(make_session, mmo_git_workspace, bad_item,
     assert _branches(mmo_git_workspace) == ""
     events = [e["event"] for e in read_jsonl(session_file(session["session_id"], "audit.jsonl"))]
     assert "agent_started" not in events
+
+
+def test_a_host_that_cannot_start_fails_the_job_and_frees_capacity(make_session):
+    from mmo_kernel.session_state import update_session
+
+    session = make_session()
+    sid = session["session_id"]
+    homes = dict(session["homes"])
+    del homes["flagship_escalation"]  # a damaged session: the agent's home is gone
+    update_session(sid, homes=homes)
+    with pytest.raises(RuntimeError, match="could not be started.*has no home"):
+        spawn_job(sid, ROOT, None, "flagship_escalation", task="x")
+    [job] = list_jobs(sid)
+    assert job["status"] == "failed" and "has no home" in job["error"]
+    assert "runner_pid" not in job
+    result = spawn_jobs([{"agent": "flagship_escalation", "task": "y"}], sid, ROOT, None)
+    assert [a["status"] for a in result["accepted"]] == ["failed"]
