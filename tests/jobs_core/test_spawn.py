@@ -168,3 +168,21 @@ def test_a_host_that_cannot_start_fails_the_job_and_frees_capacity(make_session)
     assert "runner_pid" not in job
     result = spawn_jobs([{"agent": "flagship_escalation", "task": "y"}], sid, ROOT, None)
     assert [a["status"] for a in result["accepted"]] == ["failed"]
+
+
+def test_the_caller_token_reaches_the_host_only_through_its_environment(make_session, mmo_env):
+    from mmo_kernel.mesh.tokens import token_hash
+
+    session = make_session()
+    job = spawn_job(session["session_id"], ROOT, None, "flagship_escalation",
+                    task="Think slowly. FAKE_SLEEP_SECONDS=30")
+    environ = open(f"/proc/{job['runner_pid']}/environ", "rb").read().split(b"\0")
+    values = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+    token = values["MMO_CALLER_TOKEN"]
+    assert values["MMO_CALLER_JOB_ID"] == job["job_id"]
+    assert values["MMO_CALLER_AGENT"] == "flagship_escalation"
+    assert token_hash(token) == job["mcp_caller_token_hash"]
+    for path in mmo_env.root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert token.encode() not in path.read_bytes(), path
+    cancel_job(job["job_id"], session["session_id"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -137,3 +138,25 @@ def test_root_completion_is_deferred_while_workers_run(make_session, live_job):
     assert cleared["root_completion_deferred"] is False
     assert cleared["root_completion_deferred_jobs"] == []
     assert defer_root_completion(sid) == []
+
+
+def test_a_spawned_job_is_waited_on_until_its_real_host_finishes(make_session):
+    from mmo_kernel.jobs.records import read_job_record
+    from mmo_kernel.jobs.spawn import spawn_job
+    from mmo_kernel.processes import process_matches, reap_spawned
+
+    session = make_session()
+    sid = session["session_id"]
+    job = spawn_job(sid, "escalation_lead", None, "flagship_escalation", task="hello")
+    result = wait_for_jobs([job["job_id"]], sid, 60)
+    assert result["unfinished"] == [] and not result["timed_out_waiting"]
+    entry = result["results"][job["job_id"]]
+    assert entry["status"] == "completed" and entry["result_kind"] == "final"
+    assert json.loads(entry["preview"])["recommendation"]  # the contract's JSON, previewed
+    assert result["progress_revisions"][job["job_id"]] == read_job_record(
+        job["job_id"])["progress_revision"] > 1
+    deadline = time.monotonic() + 10
+    while process_matches(job["runner_pid"], job["runner_start_token"]):
+        assert time.monotonic() < deadline, "the job host did not exit after finishing"
+        reap_spawned()
+        time.sleep(0.05)
