@@ -95,3 +95,50 @@ def test_a_queued_job_that_was_never_launched_fails_after_the_grace(mmo_env, liv
     record = load_job(stale["job_id"])
     assert record["status"] == "failed" and "never launched" in record["error"]
     assert not holds_capacity(record)
+
+
+def _published(job_id: str, field: str) -> dict:
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        record = read_job_record(job_id)
+        if record.get(field):
+            return record
+        assert time.monotonic() < deadline, f"the host never published {field}"
+        time.sleep(0.05)
+
+
+def test_killing_a_real_runner_suspends_the_job_on_its_persisted_thread(make_session):
+    from mmo_kernel.jobs.cancel import cancel_job
+    from mmo_kernel.jobs.spawn import spawn_job
+
+    session = make_session()
+    job = spawn_job(session["session_id"], "escalation_lead", None, "flagship_escalation",
+                    task="Work slowly. FAKE_SLEEP_SECONDS=30")
+    record = _published(job["job_id"], "active_turn_id")
+    _kill(record["runner_pid"])
+
+    suspended = load_job(job["job_id"])
+    assert suspended["status"] == "suspended"
+    assert not process_matches(record["app_server_pid"], record["app_server_start_token"])
+    partial = (job_dir(job["job_id"]) / "partial-result.md").read_text()
+    assert "persisted app-server thread" in partial
+    assert record["app_server_thread_id"] in partial
+    assert "Traceback" not in (job_dir(job["job_id"]) / "runner.log").read_text()
+    cancel_job(job["job_id"], session["session_id"])
+
+
+def test_cancel_during_a_real_turn_kills_runner_and_app_server(make_session):
+    from mmo_kernel.jobs.cancel import cancel_job
+    from mmo_kernel.jobs.spawn import spawn_job
+
+    session = make_session()
+    job = spawn_job(session["session_id"], "escalation_lead", None, "flagship_escalation",
+                    task="Work slowly. FAKE_SLEEP_SECONDS=30")
+    record = _published(job["job_id"], "app_server_start_token")
+    result = cancel_job(job["job_id"], session["session_id"], reason="no longer needed")
+    assert result["jobs"][0]["status"] == "cancelled"
+    assert not process_matches(record["runner_pid"], record["runner_start_token"])
+    assert not process_matches(record["app_server_pid"], record["app_server_start_token"])
+    assert load_job(job["job_id"])["status"] == "cancelled"
