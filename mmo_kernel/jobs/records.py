@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 
 from .. import package_version
+from ..drivers import format_validation_error
 from ..errors import RecordError
 from ..paths import state_dir
 from ..records import StrictRecord, read_record
@@ -181,9 +182,7 @@ def check_job_record(doc: dict[str, Any], where: str = "job record") -> dict[str
     missing = [name for name in REQUIRED_JOB_FIELDS if name not in doc]
     if missing:
         raise RecordError(f"{where}: job record is missing required fields: {', '.join(missing)}")
-    from pydantic import ValidationError
 
-    from ..drivers import format_validation_error
 
     try:
         JobRecord.model_validate(doc)
@@ -214,10 +213,10 @@ def write_job_record(record: dict[str, Any]) -> dict[str, Any]:
     record = _without_unset({**record, "schema_version": MMO_SCHEMA_VERSION,
                              "package_version": package_version()})
     record.setdefault("progress_revision", 0)
-    check_job_record(record)
     reject = sorted(set(record) & set(RETIRED_JOB_FIELDS))
     if reject:
         raise RecordError(f"job record: retired fields are not supported: {', '.join(reject)}")
+    check_job_record(record)
     directory = job_dir(record["job_id"])
     directory.mkdir(mode=0o700, exist_ok=True)
     atomic_write_json(job_file(record["job_id"], "metadata.json"), record)
