@@ -182,8 +182,6 @@ def check_job_record(doc: dict[str, Any], where: str = "job record") -> dict[str
     missing = [name for name in REQUIRED_JOB_FIELDS if name not in doc]
     if missing:
         raise RecordError(f"{where}: job record is missing required fields: {', '.join(missing)}")
-
-
     try:
         JobRecord.model_validate(doc)
     except ValidationError as exc:
