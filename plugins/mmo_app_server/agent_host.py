@@ -248,7 +248,7 @@ class AgentHost(ABC):
                 raise HostStopped()
         with self.lock:
             text, self.continue_input = self.continue_input or "Continue.", None
-        return self.start_turn(text)
+        return self.start_turn(text, **self.continuation_overrides())
 
     # -- recovery ------------------------------------------------------------
 
@@ -273,7 +273,11 @@ class AgentHost(ABC):
             last = turns[-1]
         if last is not None and last.get("status") in ("completed", "failed"):
             return None, last
-        return self.start_turn(CONTINUE_AFTER_LOSS), None
+        return self.start_turn(CONTINUE_AFTER_LOSS, **self.continuation_overrides()), None
+
+    def continuation_overrides(self) -> dict[str, Any]:
+        """``turn/start`` fields for a turn that continues interrupted work."""
+        return {}
 
     def read_history(self) -> dict[str, Any]:
         assert self.app is not None and self.thread_id is not None

@@ -148,6 +148,10 @@ class JobHost(AgentHost):
             return {}
         return self.transport.turn_overrides(self.schema, final=final)
 
+    def continuation_overrides(self) -> dict[str, Any]:
+        """In turn mode every turn may be the one that produces the result."""
+        return self.overrides(final=not self.goal_mode())
+
     def first_turn(self) -> str:
         task = job_file(self.job_id, "prompt.txt").read_text(encoding="utf-8")
         images = self.record.get("attachments") or []
@@ -170,7 +174,7 @@ class JobHost(AgentHost):
             self.intent = "finalize"
             return None
         return self.start_turn(str(request.get("input") or "Continue."),
-                               **self.overrides(final=not self.goal_mode()))
+                               **self.continuation_overrides())
 
     def work(self, turn_id: str) -> Any:
         """Wait through the work turns; returns the outcome the result comes from."""
@@ -199,7 +203,8 @@ class JobHost(AgentHost):
 
     # -- results -------------------------------------------------------------
 
-    def publish(self, turn: dict[str, Any], *, budget_limited: bool = False) -> None:
+    def publish(self, turn: dict[str, Any], *, budget_limited: bool = False,
+                finalized_partial: bool = False) -> None:
         history = self.read_history()
         atomic_write_json(job_file(self.job_id, "terminal-history.json"), history)
         persisted = next((t for t in history["turns"] if t.get("id") == turn.get("id")), turn)
@@ -214,9 +219,10 @@ class JobHost(AgentHost):
             repair = (f"{REPAIR_PREFIX} so that it satisfies the required schema. "
                       f"Validation error: {check.error}")
             outcome = self.work(self.start_turn(repair))
-            self.publish(outcome.turn, budget_limited=budget_limited)
+            self.publish(outcome.turn, budget_limited=budget_limited,
+                         finalized_partial=finalized_partial)
             return
-        self._write_result(text, check, budget_limited)
+        self._write_result(text, check, budget_limited, finalized_partial)
 
     def _literal_result(self, text: str) -> str:
         literal = self.record["literal_task"]
@@ -227,7 +233,8 @@ class JobHost(AgentHost):
                     "output": text}
         return json.dumps(document, indent=2, sort_keys=True)
 
-    def _write_result(self, text: str, check: Any, budget_limited: bool) -> None:
+    def _write_result(self, text: str, check: Any, budget_limited: bool,
+                      finalized_partial: bool = False) -> None:
         atomic_write_text(job_file(self.job_id, "result.md"), text)
         fields: dict[str, Any] = {"result_path": str(job_file(self.job_id, "result.md")),
                                   "result_kind": "final", "result_state": "unread"}
@@ -251,6 +258,10 @@ class JobHost(AgentHost):
             status = "completed_with_warnings"
             fields["warning"] = ("goal budget reached; published the fully validated strict "
                                  "result of the last terminal turn")
+        if finalized_partial:
+            status = "completed_with_warnings"
+            fields["warning"] = ("finalized after suspension: the result comes from a final "
+                                 "turn; the earlier partial result is kept")
         fields.update(self._capture_patch())
         current = read_job_record(self.job_id)
         if current["status"] in ("failed",):
@@ -357,7 +368,7 @@ class JobHost(AgentHost):
                 if turn_id is None:  # finalize of a suspended job: the strict final turn
                     final = self.final_turn(FINAL_RESULT_INPUT)
                     if not self.handle_failure(final.turn):
-                        self.publish(final.turn)
+                        self.publish(final.turn, finalized_partial=True)
                     return 0
             else:
                 turn_id = self.first_turn()

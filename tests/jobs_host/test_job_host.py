@@ -1,0 +1,148 @@
+"""The job host: contract transports, goal mode, recovery and results (spec 04, 05)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import jsonschema
+
+from mmo_kernel.jobs.records import job_file, read_job_record
+
+from .conftest import JOB_LAB, finish, settle, spawn, turn_starts
+
+
+def contract(name):
+    return json.loads((JOB_LAB / "contracts" / name).read_text())
+
+
+def test_strict_turn_worker_gets_the_schema_on_its_only_turn(session):
+    record = finish(session, spawn(session, "strict_turn", "Report on the repo"))
+    assert record["status"] == "completed" and record["contract_valid"] is True
+    starts = turn_starts(record)
+    assert len(starts) == 1 and starts[0]["params"]["outputSchema"] == contract("report.json")
+    result_md = job_file(record["job_id"], "result.md").read_text()
+    history = json.loads(job_file(record["job_id"], "terminal-history.json").read_text())
+    last = [i for i in history["turns"][-1]["items"] if i["type"] == "agentMessage"][-1]
+    assert result_md == last["text"]
+    structured = json.loads(job_file(record["job_id"], "result.json").read_text())
+    jsonschema.validate(structured, contract("report.json"))
+    assert record["usage"]["input_tokens"] >= 100 and record["result_state"] == "unread"
+    assert Path(record["events_path"]).read_text().count('"direction":"sent"') > 0
+
+
+def test_goal_worker_works_unconstrained_then_serializes_with_the_schema(session):
+    record = finish(session, spawn(session, "strict_goal", "Investigate and report"))
+    assert record["status"] == "completed" and record["contract_valid"] is True
+    starts = turn_starts(record)
+    assert len(starts) == 2
+    assert "outputSchema" not in starts[0]["params"]
+    assert starts[1]["params"]["outputSchema"] == contract("report.json")
+    assert record["goal_status"] == "complete"
+
+
+def test_unprojectable_strict_contract_gets_exactly_one_repair_turn(session):
+    record = finish(session, spawn(
+        session, "array_strict",
+        'List files. FAKE_INVALID_FIRST_RESULT\nThe result schema:\n```json\n'
+        + json.dumps(contract("list.json")) + "\n```"))
+    starts = turn_starts(record)
+    assert all("outputSchema" not in s["params"] for s in starts)
+    assert len(starts) == 2
+    assert starts[1]["params"]["input"][0]["text"].startswith("Repair only the final JSON result")
+    assert record["contract_repair_attempted"] is True
+    assert record["status"] == "completed" and record["contract_valid"] is True
+    history = json.loads(job_file(record["job_id"], "terminal-history.json").read_text())
+    assert len(history["turns"]) == 2
+
+
+def test_warn_contract_never_constrains_and_completes_with_warnings(session):
+    record = finish(session, spawn(session, "warn_worker", "Report. FAKE_INVALID_FIRST_RESULT"))
+    assert all("outputSchema" not in s["params"] for s in turn_starts(record))
+    assert record["status"] == "completed_with_warnings"
+    assert record["contract_valid"] is False and len(turn_starts(record)) == 1
+    assert not job_file(record["job_id"], "result.json").exists()
+
+
+def test_budget_limited_goal_without_a_valid_result_suspends_then_finalize_completes(session):
+    from mmo_kernel.jobs.controls import control_job
+
+    job_id = spawn(session, "strict_goal", "Work FAKE_SLEEP=1 FAKE_GOAL_BUDGET_LIMIT_BEFORE_TURN")
+    record = settle(job_id, "suspended")  # suspended is not terminal: wait_for_jobs would wait on
+    assert record["status"] == "suspended" and record["result_kind"] == "partial"
+    assert record["goal_status"] == "budgetLimited"
+    partial = Path(record["partial_result_path"]).read_text()
+    assert "persisted app-server thread" in partial
+    control_job(job_id, "finalize", session["session_id"], "lead",
+                expected_revision=record.get("control_revision", 0))
+    done = finish(session, job_id)
+    assert done["status"] == "completed_with_warnings" and done["contract_valid"] is True
+    assert turn_starts(done)[-1]["params"]["outputSchema"] == contract("report.json")
+    assert done["app_server_thread_id"] == record["app_server_thread_id"]
+
+
+
+
+def test_app_server_crash_is_recovered_by_the_runner(session):
+    record = finish(session, spawn(session, "strict_turn", "Report FAKE_APP_SERVER_CRASH_ONCE"))
+    assert record["status"] == "completed" and record["recovery_attempts"] == 1
+    assert record["contract_valid"] is True
+
+
+def test_finalization_turn_persisted_before_a_crash_is_not_sent_twice(session):
+    record = finish(session, spawn(
+        session, "strict_goal", "Investigate FAKE_APP_SERVER_CRASH_DURING_FINALIZATION_ONCE"))
+    assert record["status"] == "completed" and record["recovery_attempts"] == 1
+    schema_turns = [s for s in turn_starts(record) if "outputSchema" in s["params"]]
+    assert len(schema_turns) == 1
+
+
+def test_writer_patch_is_captured_and_the_workspace_untouched(session, mmo_git_workspace):
+    record = finish(session, spawn(session, "writer", "Write FAKE_WRITE src/generated.py::x = 1",
+                                   mode="workspace-write", write_scope_values=["src"]))
+    assert record["status"] == "completed"
+    assert record["patch"]["changed_paths"] == ["src/generated.py"]
+    assert [a["relative_path"] for a in record["artifacts"]] == ["src/generated.py"]
+    assert not (mmo_git_workspace / "src" / "generated.py").exists()
+
+
+def test_writer_outside_its_scope_fails_and_taints_the_session(session):
+    from mmo_kernel.session_records import read_session_record
+
+    record = finish(session, spawn(session, "writer", "Write FAKE_WRITE docs/x.md::oops",
+                                   mode="workspace-write", write_scope_values=["src"]))
+    assert record["status"] == "failed" and "out-of-scope mutation" in record["error"]
+    assert "docs/x.md" in record["error"]
+    assert read_session_record(session["session_id"])["tainted"] is True
+
+
+def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(session):
+    import time
+
+    from mmo_kernel.jobs.controls import control_job
+    from mmo_kernel.jobs.listing import load_job
+
+    job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
+    deadline = time.monotonic() + 30
+    while not read_job_record(job_id).get("active_turn_id"):
+        assert time.monotonic() < deadline, "the job never started a turn"
+        time.sleep(0.05)
+    running = read_job_record(job_id)
+    os.killpg(running["runner_pgid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while load_job(job_id)["status"] != "suspended":
+        assert time.monotonic() < deadline, "the job was not reconciled to suspended"
+        time.sleep(0.05)
+    suspended = read_job_record(job_id)
+    assert "persisted app-server thread" in Path(suspended["partial_result_path"]).read_text()
+    result = control_job(job_id, "continue", session["session_id"], "lead",
+                         expected_revision=suspended.get("control_revision", 0),
+                         input="Carry on, quickly this time.")
+    assert result["result"]["recovery_requested"] is True
+    done = finish(session, job_id)
+    assert done["status"] == "completed"
+    assert done["app_server_thread_id"] == running["app_server_thread_id"]
+    assert done["started_at"] == running["started_at"]
+    assert done["mcp_caller_token_hash"] != running["mcp_caller_token_hash"]
