@@ -120,6 +120,18 @@ class ExecutionHost(Driver):
 
     concern = "execution_hosts"
 
+    def launch_root(self, session_id: str, log_path: Any, env: dict[str, str]) -> tuple[int, str]:
+        """Start the detached root controller of a session; ``(pid, start_token)``."""
+        raise self.not_available("launch_root")
+
+    def launch_job(self, job_id: str, log_path: Any, env: dict[str, str]) -> tuple[int, str]:
+        """Start the detached runner of a worker job; ``(pid, start_token)``."""
+        raise self.not_available("launch_job")
+
+    def runtime_digest(self) -> str:
+        """Digest of the code a host launched now runs (``runtime_current``)."""
+        raise self.not_available("runtime_digest")
+
 
 class ContractTransport(Driver):
     """Makes an agent return a result that satisfies a JSON schema (spec 05)."""

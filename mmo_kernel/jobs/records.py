@@ -280,10 +280,10 @@ def bump_progress(job_id: str) -> dict[str, Any]:
         return write_job_record(record)
 
 
-def _installed_runtime_digest() -> str:
-    import importlib
+def _installed_runtime_digest(record: dict[str, Any]) -> str:
+    from ..plugins import get_driver
 
-    return importlib.import_module("mmo_app_server.runtime").runtime_digest()
+    return get_driver("execution_hosts", record.get("host") or "app_server").runtime_digest()
 
 
 def runtime_current(record: dict[str, Any]) -> bool:
@@ -294,7 +294,7 @@ def runtime_current(record: dict[str, Any]) -> bool:
         if record.get("host_package_version") not in (None, package_version()):
             return False
         recorded = record.get("host_runtime_digest")
-        installed = _installed_runtime_digest()
+        installed = _installed_runtime_digest(record)
         return recorded is None or recorded == installed
     except Exception:  # noqa: BLE001 - an unreadable digest means "not current", never an error
         return False

@@ -30,6 +30,11 @@ class AppServerHost(ExecutionHost):
         argv = [sys.executable, "-m", "mmo_app_server.root_host", session_id]
         return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
 
+    def runtime_digest(self) -> str:
+        from .runtime import runtime_digest
+
+        return runtime_digest()
+
     def launch_job(self, job_id: str, log_path: Path, env: dict[str, str]) -> tuple[int, str]:
         """Start the worker runner for ``job_id``; returns ``(pid, start_token)``."""
         argv = [sys.executable, "-m", "mmo_app_server.job_host", job_id]

@@ -1,0 +1,82 @@
+"""The one import users, tests and the MCP server use (spec 01 "Public Python API").
+
+Every name here is re-exported from the kernel module that holds it. The
+module is imported lazily by the mesh, so keep it free of side effects.
+"""
+
+from __future__ import annotations
+
+from . import package_version
+from .control_socket import app_server_socket_path, send_control_request
+from .errors import AdmissionError, ControlDeliveryUnknown
+from .gateway.listing import gateway_models
+from .gateway.telemetry import route_telemetry
+from .jobs.cancel import cancel_job
+from .jobs.controls import control_job, inspect_job
+from .jobs.fork import fork_job
+from .jobs.listing import list_jobs, load_job
+from .jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
+from .jobs.results import accept_result, read_result, reject_result
+from .jobs.spawn import spawn_job, spawn_jobs
+from .jobs.traces import read_agent_trace_record, read_trace
+from .jobs.waiting import wait_for_jobs
+from .jobs.workspace import integrate_patch
+from .mesh.surface import AGENT_MCP_CONTROL_TOOLS
+from .processes import process_matches, process_start_token
+from .profile_schema import (
+    PROFILE_SKILL_NAME,
+    PROFILE_SKILL_RELATIVE_PATH,
+    agent_guidance_relative_path,
+)
+from .profiles import clone_profile, load_profile, validate_profile
+from .retention import clean_state as _clean_state
+from .root_exec import run_root_exec
+from .session_create import create_session
+from .session_lifecycle import (
+    cancel_session,
+    compact_session,
+    continue_session,
+    detach_session,
+    load_session,
+    pause_session,
+    stop_session,
+)
+from .session_records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
+from .session_env import session_environment
+from .session_state import finish_session, mark_session_running, taint_session, update_session
+from .session_views import (
+    iter_session_runs,
+    iter_sessions,
+    load_session_run,
+    public_session,
+    root_mcp_token,
+)
+from .smoke import smoke_profile
+from .snapshots import compile_profile, load_snapshot
+from .state import MMO_SCHEMA_VERSION
+from .turn_failures import normalize_turn_failure
+
+
+def clean_state(job_days: float, session_days: float) -> dict[str, int]:
+    """Remove expired terminal jobs (and their worktrees) and sessions."""
+    from .jobs.workspace import job_workspace_cleanup
+
+    return _clean_state(job_days, session_days, job_cleanup=job_workspace_cleanup)
+
+
+__all__ = [
+    "AGENT_MCP_CONTROL_TOOLS", "AdmissionError", "ControlDeliveryUnknown", "MMO_SCHEMA_VERSION",
+    "PROFILE_SKILL_NAME", "PROFILE_SKILL_RELATIVE_PATH", "TERMINAL_JOB_STATUSES",
+    "TERMINAL_SESSION_STATUSES", "accept_result", "agent_guidance_relative_path",
+    "app_server_socket_path", "cancel_job", "cancel_session", "clean_state", "clone_profile",
+    "compact_session", "compile_profile", "continue_session", "control_job", "create_session",
+    "detach_session", "finish_session", "fork_job", "gateway_models", "inspect_job",
+    "integrate_patch", "iter_session_records", "iter_session_runs", "iter_sessions", "job_dir",
+    "list_jobs", "load_job", "load_profile", "load_session", "load_session_run", "load_snapshot",
+    "mark_session_running", "normalize_turn_failure", "package_version", "pause_session",
+    "process_matches", "process_start_token", "public_job", "public_session",
+    "read_agent_trace_record", "read_result", "read_trace", "reject_result", "root_mcp_token",
+    "route_telemetry", "run_root_exec", "send_control_request", "session_dir",
+    "session_environment", "smoke_profile", "spawn_job", "spawn_jobs", "stop_session",
+    "taint_session", "update_session", "validate_profile", "wait_for_jobs",
+]
