@@ -2,25 +2,26 @@
 
 Each command module exposes ``register(subparsers)``, adding its parsers with
 ``func`` set to a handler ``(args) -> int``. Errors become one line on
-stderr; ``--debug`` shows the traceback.
+stderr; ``--debug`` shows the traceback. ``mmo mcp`` is dispatched before
+anything else is imported: agents start it for every thread.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import traceback
 from collections.abc import Sequence
-
-from .. import package_version
-from . import plugins_cmd
-
-COMMAND_MODULES = (plugins_cmd,)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
+COMMAND_MODULES = ("plugins_cmd", "jobs_cmd")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser():
+    import argparse
+    import importlib
+
+    from .. import package_version
+
     parser = argparse.ArgumentParser(
         prog="mmo",
         description=(
@@ -33,14 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mmo {package_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    sub.add_parser("mcp", help="run the mmo_mesh MCP server on stdio (started by agents)")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["mcp"]:
+        from ..mesh.server import main as mesh_main
+
+        return mesh_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
@@ -51,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # the CLI boundary: one readable line unless --debug
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         else:
             print(f"mmo: error: {exc}", file=sys.stderr)
