@@ -153,7 +153,10 @@ def _pause_jobs(session_id: str) -> list[str]:
 
     paused = []
     record = read_session_record(session_id)
+    from .jobs.records import update_job
+
     for job in _live_jobs(session_id):
+        update_job(job["job_id"], cold_pause_pending=True)
         try:
             control_job(job["job_id"], "pause", session_id, record["root_agent"],
                         expected_revision=job.get("control_revision", 0))

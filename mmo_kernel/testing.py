@@ -76,6 +76,9 @@ def mmo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MmoEnv:
     monkeypatch.setenv("XDG_STATE_HOME", str(_private_dir(root / "xdg-state")))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(_private_dir(root / "xdg-config")))
     monkeypatch.delenv("MMO_CODEX_BIN", raising=False)
+    # Codex's login shells source $HOME/.bashrc; a private HOME keeps the user's
+    # shell start-up (and anything it spawns) out of the test.
+    monkeypatch.setenv("HOME", str(_private_dir(root / "home")))
     return env
 
 
@@ -241,3 +244,21 @@ def mmo_standin(monkeypatch: pytest.MonkeyPatch) -> Path:
         )
     monkeypatch.setenv("MMO_CODEX_BIN", str(path))
     return path
+
+
+# The stand-in's own fixtures (private CODEX_HOME, a spawned app-server client),
+# re-exported so plugin authors need only this one pytest plugin.
+from .standin.fixtures import (  # noqa: E402
+    RpcFailure,
+    StdioAppServer,
+    UnixAppServerClient,
+    spawn_standin,
+    standin_home,
+    standin_workspace,
+)
+
+__all__ = [
+    "MmoEnv", "RpcFailure", "StdioAppServer", "UnixAppServerClient", "mmo_env",
+    "mmo_git_workspace", "mmo_process_guard", "mmo_standin", "mmo_workspace", "spawn_standin",
+    "standin_home", "standin_workspace",
+]

@@ -157,7 +157,21 @@ class RootHost(AgentHost):
         else:
             self._end("completed", text)
 
+    def _defer_while_workers_run(self) -> None:
+        """The root is not complete while recoverable workers still run (spec 03)."""
+        from mmo_kernel.jobs.deferral import (
+            defer_root_completion,
+            end_root_completion_deferral,
+            wait_for_recoverable_jobs,
+        )
+
+        if defer_root_completion(self.session_id):
+            wait_for_recoverable_jobs(self.session_id)
+            end_root_completion_deferral(self.session_id)
+
     def _end(self, status: str, text: str | None) -> None:
+        if status == "completed":
+            self._defer_while_workers_run()
         if text:
             atomic_write_text(session_file(self.session_id, "root-result.md"), text)
             transition(self.session_id, status, result_kind="final",

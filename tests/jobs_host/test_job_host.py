@@ -146,3 +146,32 @@ def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(sessio
     assert done["app_server_thread_id"] == running["app_server_thread_id"]
     assert done["started_at"] == running["started_at"]
     assert done["mcp_caller_token_hash"] != running["mcp_caller_token_hash"]
+
+
+def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
+    import time
+
+    from mmo_kernel.audit import read_jsonl
+    from mmo_kernel.root_exec import start_root, wait_for_root
+    from mmo_kernel.session_create import create_session
+    from mmo_kernel.session_lifecycle import load_session
+    from mmo_kernel.session_records import session_file
+
+    session = create_session(JOB_LAB, cwd=mmo_git_workspace)
+    job_id = spawn(session, "plain", "Slow FAKE_SLEEP=4")
+    start_root(session, "Lead quickly", (), None, 60)
+    deadline = time.monotonic() + 30
+    while not load_session(session["session_id"]).get("root_completion_deferred"):
+        assert time.monotonic() < deadline, "the root completion was never deferred"
+        time.sleep(0.05)
+    deferred = load_session(session["session_id"])
+    assert deferred["status"] == "detached"
+    assert deferred["root_completion_deferred_jobs"] == [job_id]
+    out = wait_for_root(session["session_id"], 60, time.monotonic())
+    assert out["status"] == "completed"
+    done = out["session"]
+    assert done["root_completion_deferred"] is False
+    assert done["root_completion_deferred_jobs"] == []
+    assert read_job_record(job_id)["status"] == "completed"
+    events = [e["event"] for e in read_jsonl(session_file(session["session_id"], "audit.jsonl"))]
+    assert events.count("root_completion_deferred") == 1
