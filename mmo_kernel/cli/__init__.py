@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
-COMMAND_MODULES = ("plugins_cmd", "jobs_cmd")
+COMMAND_MODULES = (
+    "plugins_cmd", "jobs_cmd", "sessions_cmd", "profiles_cmd", "catalog_cmd", "gateway_cmd",
+    "maintenance_cmd",
+)
 
 
 def build_parser():

@@ -1,0 +1,84 @@
+"""``mmo smoke`` (does each agent of a team really work?) and ``mmo clean`` (retention)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .output import print_json, table
+
+RAW = argparse.RawDescriptionHelpFormatter
+OFFLINE_BINDINGS = {"*": "local_scripted"}
+
+
+def run_smoke(args: argparse.Namespace) -> int:
+    from ..smoke import smoke_profile
+
+    if args.wall <= 0:
+        raise ValueError("--wall must be a positive number of seconds")
+    report = smoke_profile(args.profile, args.cwd,
+                           bindings=OFFLINE_BINDINGS if args.offline else None,
+                           root_only=args.root_only, workers_only=args.workers_only,
+                           wall_seconds=args.wall)
+    if args.json:
+        print_json(report)
+    else:
+        table(("agent", "backend", "result", "marker", "tools", "error"),
+              [(r["agent"], r["backend"], "ok" if r["error"] is None else "FAIL",
+                "yes" if r["marker_present"] else "no",
+                f"{len(r['successful_tools'])}/{len(r['required_tools'])}", r["error"] or "")
+               for r in report["results"]])
+        print(f"smoke {'passed' if report['passed'] else 'FAILED'} for {args.profile}")
+    return 0 if report["passed"] else 1
+
+
+def run_clean(args: argparse.Namespace) -> int:
+    from ..api import clean_state
+    from ..settings import load_settings
+
+    settings = load_settings()
+    job_days = settings.job_retention_days if args.job_days is None else args.job_days
+    session_days = (settings.session_retention_days if args.session_days is None
+                    else args.session_days)
+    removed = clean_state(job_days, session_days)
+    if args.json:
+        print_json({**removed, "job_days": job_days, "session_days": session_days})
+        return 0
+    print(f"removed {removed['jobs']} job(s) finished over {job_days:g} day(s) ago and "
+          f"{removed['sessions']} session(s) finished over {session_days:g} day(s) ago")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    smoke = sub.add_parser("smoke", help="check every agent of a team with a marker task",
+                           formatter_class=RAW, description=(
+        "Give each agent of PROFILE a short marker task (the root through a root run, "
+        "workers as jobs) and judge it from evidence only: the final text must hold the "
+        "marker and every required tool must show a successful call. Exit 0 when all pass."),
+        epilog="examples:\n  mmo smoke adaptive-engineering\n"
+               "  mmo smoke adaptive-engineering --offline --root-only\n"
+               "  mmo smoke my-team --workers-only --json")
+    smoke.add_argument("profile", metavar="PROFILE", help="a profile id or a profile folder path")
+    only = smoke.add_mutually_exclusive_group()
+    only.add_argument("--root-only", action="store_true", help="exercise only the root agent")
+    only.add_argument("--workers-only", action="store_true", help="exercise only the workers")
+    smoke.add_argument("--offline", action="store_true",
+                       help="bind every agent to the local scripted model")
+    smoke.add_argument("--cwd", default=".", metavar="DIR", help="workspace (default: here)")
+    smoke.add_argument("--wall", type=float, default=300.0, metavar="SECONDS",
+                       help="limit per marker task (default 300)")
+    smoke.add_argument("--json", action="store_true", help="print the report as JSON")
+    smoke.set_defaults(func=run_smoke)
+
+    clean = sub.add_parser("clean", help="remove old finished sessions and jobs",
+                           formatter_class=RAW, description=(
+        "Remove terminal jobs (and their worktrees) and terminal sessions that finished "
+        "longer ago than the retention. Live sessions, and jobs of live sessions, are never "
+        "removed. Defaults come from settings.toml (job_retention_days, "
+        "session_retention_days)."),
+        epilog="examples:\n  mmo clean\n  mmo clean --job-days 3 --session-days 7")
+    clean.add_argument("--job-days", type=float, metavar="N",
+                       help="keep jobs that finished within N days")
+    clean.add_argument("--session-days", type=float, metavar="N",
+                       help="keep sessions that finished within N days")
+    clean.add_argument("--json", action="store_true", help="machine-readable output")
+    clean.set_defaults(func=run_clean)
