@@ -90,6 +90,8 @@ def transition(session_id: str, status: str, **fields: Any) -> dict[str, Any]:
         if status in TERMINAL_SESSION_STATUSES:
             run_id = record.get("current_run_id") or record.get("last_run_id")
             fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
+        if status == "stopped":  # a stop retires the hosts: their identity goes with them
+            fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
         updated = write_session_record(_apply_fields(record, fields))
         _sync_run(updated)
     if status in TERMINAL_SESSION_STATUSES:
