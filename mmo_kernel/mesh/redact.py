@@ -27,6 +27,10 @@ HIDDEN_KEYS = frozenset(
 )
 """Keys removed at any depth, besides every ``*_path`` and ``*_socket`` key."""
 
+AGENT_PAYLOAD_KEYS = frozenset({"content"})
+"""Keys whose value is an agent's own output (``agent_result``'s ``content``): kept
+verbatim, or a contract field such as ``tests_run[].command`` would vanish."""
+
 
 def is_hidden(key: str) -> bool:
     return key in HIDDEN_KEYS or key.endswith("_path") or key.endswith("_socket")
@@ -35,7 +39,8 @@ def is_hidden(key: str) -> bool:
 def redact(value: Any) -> Any:
     """A copy of ``value`` without supervisor keys; paths become strings so JSON can carry them."""
     if isinstance(value, dict):
-        return {str(k): redact(v) for k, v in value.items() if not is_hidden(str(k))}
+        return {str(k): v if str(k) in AGENT_PAYLOAD_KEYS else redact(v)
+                for k, v in value.items() if not is_hidden(str(k))}
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     if isinstance(value, PurePath):
