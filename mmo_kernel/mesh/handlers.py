@@ -94,19 +94,16 @@ def _inspect(c: Caller, x: a.InspectArgs) -> Any:
 
 
 def _trace(c: Caller, x: a.TraceArgs) -> Any:
-    return _api().read_trace(
-        x.job_id, session_id=c.session_id, caller_agent=c.agent, cursor=x.cursor, limit=x.limit
-    )
+    return _api().read_trace(x.job_id, cursor=x.cursor, limit=x.limit, **_who(c))
 
 
 def _trace_record(c: Caller, x: a.TraceRecordArgs) -> Any:
     return _api().read_agent_trace_record(
         x.agent_run_ref,
-        session_id=c.session_id,
-        caller_agent=c.agent,
         record_cursor=x.record_cursor,
         cursor=x.cursor,
         max_chars=x.max_chars,
+        **_who(c),
     )
 
 

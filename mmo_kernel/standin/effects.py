@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import shapes
-from .markers import FileWrite, ToolCall
+from .markers import FileWrite, McpCall, ToolCall
 from .protocol import now_ms, uuid7
 from .threads import ActiveTurn, ThreadState
 
@@ -171,6 +171,59 @@ async def dynamic_tool_call(server, thread: ThreadState, active: ActiveTurn, cal
     )
     texts = [c.get("text", "") for c in content if isinstance(c, dict)]
     return " ".join(texts)
+
+
+def _mcp_arguments(call: McpCall, results: list) -> dict[str, Any]:
+    import json
+
+    from .mcp_calls import McpCallError, substitute
+
+    try:
+        raw = json.loads(call.arguments_text)
+    except json.JSONDecodeError as exc:
+        raise McpCallError(f"arguments are not valid JSON: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise McpCallError("arguments must be a JSON object")
+    return substitute(raw, results)
+
+
+async def mcp_tool_calls(
+    server, thread: ThreadState, active: ActiveTurn, calls: tuple[McpCall, ...]
+) -> list[str]:
+    """FAKE_MCP_CALL: each call in order, as an ``mcpToolCall`` item; returns message notes."""
+    import time
+
+    from mmo_kernel.paths import user_codex_home
+
+    from .mcp_calls import McpCallError, Session, item_for, summary
+
+    session = Session(user_codex_home(), dict(os.environ), thread.approval_policy)
+    results: list[dict[str, Any] | None] = []
+    notes = []
+    try:
+        for call in calls:
+            item_id, started = _call_id(), time.monotonic()
+            outcome, error, arguments = None, None, None
+            try:
+                arguments = _mcp_arguments(call, results)
+            except McpCallError as exc:
+                error = str(exc)
+            item = item_for(item_id, call.server, call.tool, arguments, None, None, -1)
+            _started(server, thread, active, dict(item, status="inProgress", durationMs=None))
+            if error is None:
+                try:
+                    outcome = await asyncio.to_thread(
+                        session.call, call.server, call.tool, arguments or {}
+                    )
+                except McpCallError as exc:
+                    error = str(exc)
+            item = item_for(item_id, call.server, call.tool, arguments, outcome, error, started)
+            completed(server, thread, active, item)
+            results.append((outcome or {}).get("structuredContent") if error is None else None)
+            notes.append(summary(item))
+    finally:
+        await asyncio.to_thread(session.close)
+    return notes
 
 
 def _allowed(thread: ThreadState, target: Path) -> bool:

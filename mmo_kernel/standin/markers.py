@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _SLEEP = re.compile(r"\bFAKE_SLEEP(?:_SECONDS)?=(\d+(?:\.\d+)?)")
 _WRITE = re.compile(r"FAKE_WRITE[ \t]+(\S+?)::([^\n]*)")
+_MCP = re.compile(r"FAKE_MCP_CALL[ \t]+([\w-]+)\.([\w.-]+)(?:[ \t]+(\{[^\n]*\}))?")
 _TOOL = re.compile(r"FAKE_DYNAMIC_TOOL_CALL[ \t]+([\w.-]+)(?:[ \t]+(\{[^\n]*\}))?")
 
 INHERITED_FLAGS = (
@@ -49,6 +50,14 @@ class ToolCall(BaseModel):
     arguments: dict = Field(default_factory=dict)
 
 
+class McpCall(BaseModel):
+    """``FAKE_MCP_CALL <server>.<tool> <json>``; ``arguments_text`` is parsed when the call runs."""
+
+    server: str
+    tool: str
+    arguments_text: str = "{}"
+
+
 class Markers(BaseModel):
     """What one turn must do; ``flags`` holds the plain ``FAKE_*`` words."""
 
@@ -58,6 +67,7 @@ class Markers(BaseModel):
     flags: frozenset[str] = frozenset()
     writes: tuple[FileWrite, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
+    mcp_calls: tuple[McpCall, ...] = ()
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -96,6 +106,10 @@ def parse(turn_text: str, first_input: str = "") -> Markers:
         writes=tuple(FileWrite(path=p, content=c) for p, c in _WRITE.findall(turn_text)),
         tool_calls=tuple(
             ToolCall(name=n, arguments=_arguments(a)) for n, a in _TOOL.findall(turn_text)
+        ),
+        mcp_calls=tuple(
+            McpCall(server=s, tool=t, arguments_text=a or "{}")
+            for s, t, a in _MCP.findall(turn_text)
         ),
     )
 

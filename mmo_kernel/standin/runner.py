@@ -156,6 +156,8 @@ async def _effects(server, thread: ThreadState, active: ActiveTurn, m: Markers) 
         notes.append(
             f"(operator answered: {await effects.request_user_input(server, thread, active)})"
         )
+    if m.mcp_calls:
+        notes.extend(await effects.mcp_tool_calls(server, thread, active, m.mcp_calls))
     for call in m.tool_calls:
         notes.append(
             f"(tool {call.name}: {await effects.dynamic_tool_call(server, thread, active, call)})"
