@@ -131,15 +131,20 @@ class AgentHost(ABC):
             self.record = self.store(**extra)
 
     def spawn_app_server(self) -> None:
-        self.client = AppServerClient.spawn(
-            app_server_argv(self.record_codex_binary()), cwd=self.cwd(), env=self.environment(),
-            stderr_path=self.stderr_path, recorder=jsonl_recorder(self.events_path),
+        self.client = self.open_client(
+            recorder=jsonl_recorder(self.events_path),
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
             request_handler=self._on_server_request)
         self.app = AppServerSession(self.client)
         self._put(app_pid=self.client.pid, app_pgid=self.client.pgid,
                   app_token=self.client.start_token)
         self.client.initialize()
+
+    def open_client(self, **wiring: Any) -> AppServerClient:
+        """A stdio app-server; an interactive root overrides this to listen on a socket."""
+        return AppServerClient.spawn(
+            app_server_argv(self.record_codex_binary()), cwd=self.cwd(), env=self.environment(),
+            stderr_path=self.stderr_path, **wiring)
 
     @abstractmethod
     def record_codex_binary(self) -> str:

@@ -24,7 +24,10 @@ from mmo_kernel.session_state import HOST_FIELDS, REMOVE, transition, update_ses
 from mmo_kernel.state import atomic_write_json, atomic_write_text
 from mmo_kernel.turn_failures import normalize_turn_failure
 
-from .agent_host import AgentHost, HostFields, HostStopped
+from mmo_kernel.interactive_paths import interactive_socket_path
+from mmo_kernel.processes import process_matches, terminate_process_groups
+
+from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped
 from .errors import TransportLost
 
 ROOT_FIELDS = HostFields(
@@ -57,6 +60,7 @@ class RootHost(AgentHost):
         super().__init__(record, max_recoveries=int(options.get("max_recoveries", 3)))
         self.approval_policy = self.spec.approval_policy
         self.on_pending = self._pending_changed
+        self.adopt_app_server = self.interactive()
 
     # -- persistence ---------------------------------------------------------
 
@@ -92,7 +96,9 @@ class RootHost(AgentHost):
 
     def _pending_changed(self, pending: list[dict[str, Any]]) -> None:
         """A non-interactive root waiting for an operator is detached until answered."""
-        if pending:
+        if self.interactive():  # the user's TUI answers; the status is the client's business
+            self.store(pending_requests=pending or None)
+        elif pending:
             partial = session_file(self.session_id, "root-partial-result.md")
             self.partial(partial, "requested operator input")
             self.store(status="detached", pending_requests=pending,
@@ -233,6 +239,65 @@ class RootHost(AgentHost):
             self.store(root_compaction_error=f"{exc.__class__.__name__}: {exc}")
         self.cold_paused()
 
+    def interactive(self) -> bool:
+        return self.record.get("session_kind") == "interactive"
+
+    def open_client(self, **wiring: Any) -> Any:
+        """An interactive root's app-server listens on a socket the TUI reaches too;
+        a live one left by a dead host is adopted once instead of replaced."""
+        if not self.interactive():
+            return super().open_client(**wiring)
+        from .launch import app_server_argv
+        from .ws_transport import adopt_listening, spawn_listening, unix_endpoint
+
+        path = interactive_socket_path(self.session_id)
+        pid = self.record.get("root_app_server_pid")
+        token = self.record.get("root_app_server_start_token")
+        if self.adopt_app_server and isinstance(pid, int) and token:
+            self.adopt_app_server = False
+            if process_matches(pid, token):
+                try:
+                    return adopt_listening(pid, token, path, stderr_path=self.stderr_path,
+                                           **wiring)
+                except (RuntimeError, TimeoutError, OSError):
+                    terminate_process_groups([self.record.get("root_app_server_pgid") or pid],
+                                             grace_seconds=2.0)
+        self.adopt_app_server = False
+        argv = app_server_argv(self.record_codex_binary(), listen=unix_endpoint(path))
+        return spawn_listening(argv, path, cwd=self.cwd(), env=self.environment(),
+                               stderr_path=self.stderr_path, **wiring)
+
+    def serve_interactive(self) -> None:
+        """The user's TUI drives the thread; keep app-server, thread and controls alive.
+
+        Ends only through a control (``stop``/``pause`` raise ``HostStopped``);
+        ``continue`` runs one turn; a lost app-server is restarted on the thread.
+        """
+        while True:
+            if not self.wake.wait(WAIT_SLICE_SECONDS):
+                if self.client is not None and self.client.transport_lost is not None:
+                    self.reconnect_interactive()
+                continue
+            if self.intent in ("stop", "pause"):
+                raise HostStopped()
+            self.wake.clear()
+            with self.lock:
+                text, self.continue_input = self.continue_input or "Continue.", None
+            try:
+                self.wait_turn(self.start_turn(text))
+            except TransportLost:
+                self.reconnect_interactive()
+
+    def reconnect_interactive(self) -> None:
+        self.recoveries += 1
+        self.store(root_recovery_attempts=self.recoveries)
+        if self.recoveries > self.max_recoveries:
+            raise RuntimeError(f"app-server was lost {self.recoveries} times; giving up")
+        self.set_active(None)
+        self.close_client()
+        self.spawn_app_server()
+        self.bind_thread()
+
     def run(self) -> int:
         fields = {"status": "running"} if self.record["status"] == "starting" else {}
         if not self.record.get("started_at"):
@@ -242,6 +307,8 @@ class RootHost(AgentHost):
             self.spawn_app_server()
             self.start_control_server()
             resumed = self.bind_thread()
+            if self.interactive() and os.environ.get("MMO_ROOT_HOST_MODE") != "compact":
+                self.serve_interactive()
             if os.environ.get("MMO_ROOT_HOST_MODE") == "compact":
                 self.compact_only()
                 return 0

@@ -1,0 +1,292 @@
+"""An app-server reached over ``--listen unix://PATH`` instead of stdio.
+
+Real Codex speaks WebSocket on such a socket (an HTTP upgrade, then one
+JSON-RPC message per text frame). An interactive root needs it: the host and
+the user's TUI (``codex --remote unix://PATH``) must share one app-server.
+:class:`ListeningProcess` looks like the ``Popen`` that :class:`AppServerClient`
+wraps (``pid``, ``stdin``, ``stdout``, ``poll``, ``wait``), with the pipes
+replaced by the socket, so the whole JSON-RPC client is reused unchanged and
+``root-events.jsonl`` stays complete evidence.
+
+The app-server is spawned detached from the host's pipes (stdin is
+``/dev/null``), so it outlives a host that dies; a new host *adopts* it by
+``(pid, start token)`` and connects again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmo_kernel.processes import process_matches, process_start_token
+
+from .client import AppServerClient
+
+_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+CONNECT_TIMEOUT_SECONDS = 30.0
+_POLL = 0.02
+
+
+class WebSocketError(ConnectionError):
+    """The socket refused the upgrade or broke the framing."""
+
+
+def unix_endpoint(path: Path | str) -> str:
+    """``unix://PATH``: how both ``--listen`` and the TUI's ``--remote`` name the socket."""
+    return f"unix://{os.fspath(path)}"
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """A masked, final client frame (RFC 6455 §5.3: clients always mask)."""
+    head = bytes([0x80 | opcode])
+    length = len(payload)
+    if length < 126:
+        head += bytes([0x80 | length])
+    elif length < 1 << 16:
+        head += bytes([0x80 | 126]) + struct.pack("!H", length)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack("!Q", length)
+    key = os.urandom(4)
+    masked = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return head + key + masked
+
+
+class WebSocketConnection:
+    """A blocking WebSocket client on a unix socket; one reader, many writers."""
+
+    def __init__(self, path: Path | str, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(os.fspath(path))
+            self._buffer = b""
+            self._handshake()
+        except BaseException:
+            self.sock.close()
+            raise
+        self.sock.settimeout(None)
+        self._send_lock = threading.Lock()
+        self.closed = False
+
+    def _handshake(self) -> None:
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(
+            ("GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+             "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        while b"\r\n\r\n" not in self._buffer:
+            self._fill()
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        expected = base64.b64encode(hashlib.sha1((key + _GUID).encode()).digest())
+        status = head.split(b"\r\n", 1)[0]
+        if b" 101" not in status or expected not in head:
+            raise WebSocketError(f"app-server refused the WebSocket upgrade: {status[:120]!r}")
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise WebSocketError("app-server closed the socket")
+        self._buffer += chunk
+
+    def _take(self, count: int) -> bytes:
+        while len(self._buffer) < count:
+            self._fill()
+        data, self._buffer = self._buffer[:count], self._buffer[count:]
+        return data
+
+    def send_text(self, payload: bytes) -> None:
+        self._send(OP_TEXT, payload)
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        with self._send_lock:
+            self.sock.sendall(_frame(opcode, payload))
+
+    def receive_text(self) -> bytes | None:
+        """The next text (or binary) message; ``None`` once the peer closes."""
+        parts: list[bytes] = []
+        try:
+            while True:
+                b1, b2 = self._take(2)
+                length = b2 & 0x7F
+                if length == 126:
+                    (length,) = struct.unpack("!H", self._take(2))
+                elif length == 127:
+                    (length,) = struct.unpack("!Q", self._take(8))
+                key = self._take(4) if b2 & 0x80 else b""
+                payload = self._take(length)
+                if key:
+                    payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+                opcode = b1 & 0x0F
+                if opcode == OP_CLOSE:
+                    return None
+                if opcode == OP_PING:
+                    self._send(OP_PONG, payload)
+                    continue
+                if opcode == OP_PONG:
+                    continue
+                parts.append(payload)
+                if b1 & 0x80:
+                    return b"".join(parts)
+        except (OSError, WebSocketError):
+            return None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._send(OP_CLOSE, b"")
+        except OSError:
+            pass
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class _FrameWriter:
+    """``stdin`` for the client: each JSON line becomes one text frame."""
+
+    def __init__(self, conn: WebSocketConnection) -> None:
+        self.conn = conn
+
+    def write(self, line: bytes) -> int:
+        if self.conn.closed:
+            raise BrokenPipeError("app-server socket is closed")
+        self.conn.send_text(line.rstrip(b"\n"))
+        return len(line)
+
+    def flush(self) -> None:
+        """Frames are sent whole; nothing is buffered."""
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _FrameReader:
+    """``stdout`` for the client: each text frame reads as one line; EOF when closed."""
+
+    def __init__(self, conn: WebSocketConnection) -> None:
+        self.conn = conn
+
+    def readline(self) -> bytes:
+        payload = self.conn.receive_text()
+        return b"" if payload is None else payload + b"\n"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class ListeningProcess:
+    """A listening app-server plus one WebSocket connection, shaped like ``Popen``."""
+
+    def __init__(self, pid: int, start_token: str | None, conn: WebSocketConnection,
+                 popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self.start_token = start_token
+        self.popen = popen
+        self.stdin = _FrameWriter(conn)
+        self.stdout = _FrameReader(conn)
+
+    def poll(self) -> int | None:
+        if self.popen is not None:
+            return self.popen.poll()
+        return None if process_matches(self.pid, self.start_token) else -1
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.popen is not None:
+            return self.popen.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"app-server pid {self.pid}", timeout or 0)
+            time.sleep(_POLL)
+        return code
+
+
+def _connect(path: Path, alive: Any, timeout: float) -> WebSocketConnection:
+    """Connect once the server listens; fail early if it exits first."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError(f"app-server exited before listening on {path}"
+                               + (f" ({last})" if last else ""))
+        try:
+            return WebSocketConnection(path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            last = exc
+            time.sleep(_POLL)
+    raise TimeoutError(f"app-server did not listen on {path} within {timeout:g} s")
+
+
+def _log_fd(path: Path | None) -> int:
+    if path is None:
+        return subprocess.DEVNULL
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+
+
+def spawn_listening(argv: Sequence[str], socket_path: Path, *, cwd: str | os.PathLike[str],
+                    env: Mapping[str, str], stderr_path: Path | None = None,
+                    connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+                    **wiring: Any) -> AppServerClient:
+    """Start ``argv`` (``<codex> app-server --listen unix://…``) as its own group and connect.
+
+    A stale socket file is removed first; the caller owns ``socket_path``.
+    """
+    if not Path(cwd).is_dir():
+        raise FileNotFoundError(f"app-server working directory {os.fspath(cwd)!r} does not exist")
+    if socket_path.is_socket() or socket_path.is_symlink():
+        socket_path.unlink()
+    log = _log_fd(stderr_path)
+    try:
+        popen = subprocess.Popen(  # noqa: S603 - argv comes from MMO, never a shell
+            list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=log, start_new_session=True, close_fds=True)
+    finally:
+        if isinstance(log, int) and log >= 0 and stderr_path is not None:
+            os.close(log)
+    try:
+        conn = _connect(socket_path, lambda: popen.poll() is None, connect_timeout)
+    except BaseException:
+        _kill_group(popen)
+        raise
+    process = ListeningProcess(popen.pid, process_start_token(popen.pid), conn, popen)
+    return AppServerClient(process, stderr_path=stderr_path, **wiring)  # type: ignore[arg-type]
+
+
+def adopt_listening(pid: int, start_token: str, socket_path: Path, *,
+                    stderr_path: Path | None = None,
+                    connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+                    **wiring: Any) -> AppServerClient:
+    """Connect to a live app-server a previous host left listening (same pid and token)."""
+    if not process_matches(pid, start_token):
+        raise RuntimeError(f"app-server pid {pid} is gone; it cannot be adopted")
+    conn = _connect(socket_path, lambda: process_matches(pid, start_token), connect_timeout)
+    process = ListeningProcess(pid, start_token, conn)
+    return AppServerClient(process, stderr_path=stderr_path, **wiring)  # type: ignore[arg-type]
+
+
+def _kill_group(popen: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    popen.wait()
+
+
+__all__ = ["ListeningProcess", "WebSocketConnection", "WebSocketError", "adopt_listening",
+           "spawn_listening", "unix_endpoint"]
