@@ -136,3 +136,37 @@ def test_pause_needs_a_durable_root_thread_and_detach_is_idempotent(workspace):
     wait_until(lambda: load_session(sid)["status"] == "completed", what="the detached root")
     bg.join()
     wait_until(lambda: hosts_gone(load_session(sid)), what="the host to exit")
+
+
+def test_sigkill_of_the_app_server_mid_turn_is_recovered_on_the_same_thread(workspace):
+    import os
+    import signal
+
+    bg, sid, record = start_slow(workspace, seconds=2)
+    os.killpg(record["root_app_server_pgid"], signal.SIGKILL)
+    out = bg.join()
+    assert out["status"] == "completed"
+    assert out["session"]["root_thread_id"] == record["root_thread_id"]
+    assert out["session"]["root_recovery_attempts"] == 1
+    methods = sent_methods(out["events_path"])
+    assert methods.count("thread/start") == 1 and "thread/resume" in methods
+
+
+def test_resume_restores_edited_guidance_and_refuses_a_drifted_model_catalog(workspace):
+    bg, sid, record = start_slow(workspace, seconds=30)
+    pause_session(sid)
+    home = read_session_record(sid)["homes"]["escalation_lead"]
+    agents_md = Path(home["agents_md"])
+    original = agents_md.read_bytes()
+    agents_md.write_text("edited by someone")
+    catalog = Path(home["model_catalog_json"])
+    catalog.chmod(0o600)
+    catalog.write_text(catalog.read_text().replace("scripted", "scriptex", 1))
+    with pytest.raises(RuntimeError, match="model catalog failed integrity"):
+        continue_session(sid)
+    suspended = read_session_record(sid)
+    assert suspended["status"] == "suspended"
+    assert "home validation failed" in suspended["resume_error"]
+    assert agents_md.read_bytes() == original
+    cancel_session(sid)
+    bg.join()
