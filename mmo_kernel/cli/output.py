@@ -21,7 +21,8 @@ def print_json(data: Any, stream: TextIO = sys.stdout) -> None:
     stream.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], stream: TextIO = sys.stdout) -> None:
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
+          stream: TextIO = sys.stdout) -> None:
     """Left-aligned columns separated by two spaces; an empty table says so."""
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
     if not cells:
@@ -31,7 +32,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], stream: TextIO 
     line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
     stream.write(bold(line, stream) + "\n")
     for row in cells:
-        stream.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        text = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+        stream.write(text.rstrip() + "\n")
 
 
 def ago(stamp: Any) -> str:

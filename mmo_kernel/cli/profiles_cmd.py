@@ -122,9 +122,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "<config dir>/profiles/<id>/. Clone a built-in one to start your own."))
     commands = profiles.add_subparsers(dest="profiles_command", metavar="COMMAND", required=True)
 
-    listing = commands.add_parser("list", help="every profile with its origin", formatter_class=RAW,
-                                  description="List built-in and user profiles.",
-                                  epilog="examples:\n  mmo profiles list\n  mmo profiles list --json")
+    listing = commands.add_parser(
+        "list", help="every profile with its origin", formatter_class=RAW,
+        description="List built-in and user profiles.",
+        epilog="examples:\n  mmo profiles list\n  mmo profiles list --json")
     _json(listing)
     listing.set_defaults(func=run_list)
 

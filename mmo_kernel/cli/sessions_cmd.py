@@ -92,17 +92,8 @@ def run_resume(args: argparse.Namespace) -> int:
 
 
 def _exit_code(result: Any) -> int:
-    """The interactive path may answer with an exit code or an outcome dict."""
-    if isinstance(result, int) and not isinstance(result, bool):
-        return result
-    if isinstance(result, dict):
-        code = result.get("exit_code")
-        if isinstance(code, int):
-            return code
-        session = result.get("session") if isinstance(result.get("session"), dict) else result
-        if session.get("status") == "failed":
-            return 1
-    return 0
+    """The TUI's exit code; anything else (no code at all) counts as success."""
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 # ------------------------------------------------------------ reading --
@@ -238,7 +229,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                "  mmo run adaptive-engineering 'Summarize the repo' --offline --wall 120\n"
                "  mmo run visual-engineering 'Match this mockup' --image mock.png "
                "--sandbox workspace-write\n  mmo run ./my-team 'Review src/' --json > outcome.json")
-    run.add_argument("profile", metavar="PROFILE", help="a profile id or a path to a profile folder")
+    run.add_argument("profile", metavar="PROFILE",
+                     help="a profile id or a path to a profile folder")
     run.add_argument("prompt", metavar="PROMPT", help="the task for the root agent")
     run.add_argument("--cwd", default=".", metavar="DIR", help="workspace (default: here)")
     run.add_argument("--image", action="append", default=[], metavar="FILE",
