@@ -5,9 +5,12 @@ Run: ``.venv/bin/python benchmarks/gateway.py [--requests 1000] [--concurrency 1
 Starts a streaming Responses upstream (its own process) and the real gateway
 process (``python -m mmo_kernel.gateway``, catalog fragment pointing at the
 upstream, openai_responses pass-through), then streams the same requests
-directly and through the gateway. Prints time to first byte and total time
-(p50/p99) for both, the added latency, and 16-stream throughput as a ratio
-of the direct baseline measured in the same run.
+directly and through the gateway, alternating the two so background load on
+a shared machine hits both alike. The report gives medians over ``--repeat`` rounds of: time to first byte and total time
+(p50/p99) for both, the added latency and the ratio to direct, the gateway
+process's CPU time per request (insensitive to other load), 16-stream
+throughput as a ratio of the direct baseline measured in the same round,
+and the load average during each round.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,6 +28,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 EVENTS = 12
 FRAME = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
@@ -79,17 +85,25 @@ def stream_once(conn: http.client.HTTPConnection, path: str, body: bytes) -> tup
     return (first - start) * 1000, (end - start) * 1000
 
 
-def latencies(port: int, path: str, body: bytes, count: int) -> tuple[list[float], list[float]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def latencies(port: int, gw_port: int, paths: tuple[str, str], body: bytes, count: int
+              ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(ttfb, total) per request, direct and through the gateway, interleaved.
+
+    Alternating the two on a shared machine exposes both to the same
+    background load, so their difference is the gateway's own cost.
+    """
+    direct = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    gateway = http.client.HTTPConnection("127.0.0.1", gw_port, timeout=30)
     for _ in range(50):  # warm-up: connections, pools, caches
-        stream_once(conn, path, body)
-    ttfb, total = [], []
+        stream_once(direct, paths[0], body)
+        stream_once(gateway, paths[1], body)
+    d, g = [], []
     for _ in range(count):
-        a, b = stream_once(conn, path, body)
-        ttfb.append(a)
-        total.append(b)
-    conn.close()
-    return ttfb, total
+        d.append(stream_once(direct, paths[0], body))
+        g.append(stream_once(gateway, paths[1], body))
+    direct.close()
+    gateway.close()
+    return d, g
 
 
 def throughput(port: int, path: str, body: bytes, streams: int, per_stream: int) -> float:
@@ -119,6 +133,59 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+# ---------------------------------------------------------------- rounds ---
+
+PATHS = ("/v1/responses", "/routes/bench_route/v1/responses")
+
+
+def measure_round(args: argparse.Namespace, up_port: int, gw_port: int, body: bytes,
+                  gateway: psutil.Process) -> dict[str, float]:
+    """One round: interleaved latencies, gateway CPU per request, then both throughputs."""
+    load_before = os.getloadavg()[0]
+    cpu = gateway.cpu_times()
+    d, g = latencies(up_port, gw_port, PATHS, body, args.requests)
+    spent = gateway.cpu_times()
+    cpu_ms = (spent.user + spent.system - cpu.user - cpu.system) * 1000 / (args.requests + 50)
+    per = max(20, args.requests // args.concurrency)
+    d_rps = throughput(up_port, PATHS[0], body, args.concurrency, per)
+    g_rps = throughput(gw_port, PATHS[1], body, args.concurrency, per)
+    row = {"load": (load_before + os.getloadavg()[0]) / 2, "gateway_cpu_ms": cpu_ms,
+           "direct_rps": d_rps, "gateway_rps": g_rps, "ratio": g_rps / d_rps}
+    for index, name in ((0, "ttfb"), (1, "total")):
+        for q, label in ((.5, "p50"), (.99, "p99")):
+            direct = pct([x[index] for x in d], q)
+            through = pct([x[index] for x in g], q)
+            row[f"{name}_{label}_direct"] = direct
+            row[f"{name}_{label}_gateway"] = through
+            row[f"{name}_{label}_added"] = through - direct
+            row[f"{name}_{label}_ratio"] = through / direct
+    row["mean_total_direct"] = statistics.mean(x[1] for x in d)
+    row["mean_total_gateway"] = statistics.mean(x[1] for x in g)
+    return row
+
+
+def report(args: argparse.Namespace, rounds: list[dict[str, float]]) -> None:
+    med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    print(f"{args.requests} interleaved streamed requests per round ({EVENTS + 1} SSE events "
+          f"each), {len(rounds)} rounds; medians over rounds")
+    print("load average (1 min) per round: " + ", ".join(f"{r['load']:.2f}" for r in rounds))
+    print(f"{'':22}{'direct':>9}{'gateway':>9}{'added':>8}{'ratio':>7}")
+    for name in ("ttfb", "total"):
+        for label in ("p50", "p99"):
+            key = f"{name}_{label}"
+            print(f"{name + ' ' + label + ' ms':22}{med[key + '_direct']:9.3f}"
+                  f"{med[key + '_gateway']:9.3f}{med[key + '_added']:8.3f}"
+                  f"{med[key + '_ratio']:7.2f}")
+    print("added total p50 per round: " + ", ".join(f"{r['total_p50_added']:.3f}" for r in rounds))
+    print("added total p99 per round: " + ", ".join(f"{r['total_p99_added']:.3f}" for r in rounds))
+    print(f"gateway CPU per request: {med['gateway_cpu_ms']:.3f} ms")
+    print(f"throughput, {args.concurrency} concurrent streams: direct {med['direct_rps']:.0f} "
+          f"req/s, gateway {med['gateway_rps']:.0f} req/s, ratio {med['ratio']:.2f} "
+          "(per round: " + ", ".join(f"{r['ratio']:.2f}" for r in rounds) + ")")
+    met = med["total_p50_added"] <= 1.0 and med["total_p99_added"] <= 5.0
+    print(f"targets (added p50 <= 1 ms, p99 <= 5 ms): {'met' if met else 'NOT met'}")
+
+
 # ----------------------------------------------------------------- main ---
 
 def wait_for_file(path: Path, seconds: float = 20.0) -> str:
@@ -134,6 +201,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
@@ -159,28 +227,9 @@ def main() -> int:
         record = json.loads(wait_for_file(work / "state" / "gateway" / "gateway.json"))
         gw_port = record["port"]
         body = json.dumps({"model": "bench_route__m", "input": "hi", "stream": True}).encode()
-        direct_path, gw_path = "/v1/responses", "/routes/bench_route/v1/responses"
-
-        d_ttfb, d_total = latencies(up_port, direct_path, body, args.requests)
-        g_ttfb, g_total = latencies(gw_port, gw_path, body, args.requests)
-        per = max(20, args.requests // args.concurrency)
-        d_rps = throughput(up_port, direct_path, body, args.concurrency, per)
-        g_rps = throughput(gw_port, gw_path, body, args.concurrency, per)
-
-        print(f"{args.requests} sequential streamed requests ({EVENTS + 1} SSE events each)")
-        print(f"{'':22}{'direct p50':>12}{'gateway p50':>13}{'added p50':>11}"
-              f"{'direct p99':>12}{'gateway p99':>13}{'added p99':>11}")
-        for name, d, g in (("time to first byte ms", d_ttfb, g_ttfb), ("total ms", d_total, g_total)):
-            print(f"{name:22}{pct(d, .5):12.3f}{pct(g, .5):13.3f}{pct(g, .5) - pct(d, .5):11.3f}"
-                  f"{pct(d, .99):12.3f}{pct(g, .99):13.3f}{pct(g, .99) - pct(d, .99):11.3f}")
-        print(f"mean total ms: direct {statistics.mean(d_total):.3f}, "
-              f"gateway {statistics.mean(g_total):.3f}")
-        print(f"throughput, {args.concurrency} concurrent streams: direct {d_rps:.0f} req/s, "
-              f"gateway {g_rps:.0f} req/s, ratio {g_rps / d_rps:.2f}")
-        added50 = pct(g_total, .5) - pct(d_total, .5)
-        added99 = pct(g_total, .99) - pct(d_total, .99)
-        verdict = "met" if added50 <= 1.0 and added99 <= 5.0 else "NOT met"
-        print(f"targets (added p50 <= 1 ms, p99 <= 5 ms): {verdict}")
+        gateway = psutil.Process(record["pid"])
+        rounds = [measure_round(args, up_port, gw_port, body, gateway) for _ in range(args.repeat)]
+        report(args, rounds)
     finally:
         for proc in procs:
             try:
@@ -188,6 +237,7 @@ def main() -> int:
             except ProcessLookupError:
                 pass
             proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -1,38 +1,32 @@
-"""The gateway HTTP server: asyncio for connections, a worker thread per stream.
+"""The gateway HTTP server: one asyncio loop for connections, parsing and writing.
 
-Connections, parsing and writing live on one asyncio loop. A route driver's
-``serve_responses`` is an ordinary (blocking) iterator, so each streamed
-response is pumped by a pool thread that hands chunks to the loop; the loop
-writes every chunk as soon as it arrives, batching only what is already
-queued. See docs/gateway.md for why.
+Each ``POST .../responses`` is an :class:`~.exchange.Exchange`: async route
+drivers stream on the loop itself; blocking drivers are pumped by a pool
+thread. See docs/gateway.md for why.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import package_version
 from ..plugins import get_driver
 from . import http_io
-from .errors import GatewayError, bad_request, error_body, not_found
-from .faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
+from .errors import GatewayError, error_body, not_found
+from .exchange import SESSION_HEADER, Exchange
 from .listing import models_payload
-from .notes import LogNote
-from .request_log import RequestLog, now_iso
-from .responses_stream import ResponsesStream
-from .sources import CatalogView, CredentialEnv, credential_value
-from .sse import SseDecoder
+from .request_log import RequestLog
+from .sources import CatalogView
+from .upstream_async import close_idle_connections
 
 SERVICE = "mmo-gateway"
-SESSION_HEADER = "x-mmo-session"
-_END = object()
+__all__ = ["SERVICE", "SESSION_HEADER", "GatewayServer", "GatewayThread"]
 
 
 class GatewayServer:
@@ -59,8 +53,13 @@ class GatewayServer:
             await self._server.serve_forever()
 
     def close(self) -> None:
+        """Stop listening and drop pooled upstream connections; call on the server's loop."""
         if self._server is not None:
             self._server.close()
+        try:
+            close_idle_connections()
+        except RuntimeError:
+            pass  # called off the loop: its pooled connections die with it
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.log.close()
 
@@ -143,176 +142,6 @@ class GatewayServer:
 
     def driver(self, name: str) -> Any:
         return self._driver_for(name)
-
-
-class Exchange:
-    """One ``POST .../responses``: validate, call the driver, stream, log."""
-
-    def __init__(self, server: GatewayServer, request: http_io.Request, route: Any,
-                 models: dict[str, Any], writer: asyncio.StreamWriter) -> None:
-        self.server = server
-        self.request = request
-        self.route = route
-        self.models = models
-        self.writer = writer
-        self.started = time.perf_counter()
-        self.record: dict[str, Any] = {"at": now_iso(), "route": route.id, "model": None,
-                                       "status": None, "latency_ms": None, "usage": None,
-                                       "provider_metadata": None}
-        session = request.headers.get(SESSION_HEADER)
-        if session:
-            self.record["session"] = session[:128]
-        self.supplied: dict[str, str] = {}
-        self._cancelled = threading.Event()
-
-    async def run(self) -> None:
-        try:
-            model, body = self._prepare()
-            driver = self.server.driver(self.route.driver)
-        except GatewayError as err:
-            await self._fail(err)
-            return
-        await self._stream(driver, model, body)
-
-    def _prepare(self) -> tuple[Any, dict[str, Any]]:
-        try:
-            body = json.loads(self.request.body or b"null")
-        except ValueError:
-            raise bad_request("request body is not valid JSON") from None
-        if not isinstance(body, dict):
-            raise bad_request("request body must be a JSON object")
-        model_id = body.get("model")
-        self.record["model"] = model_id if isinstance(model_id, str) else None
-        model = self.models.get(model_id) if isinstance(model_id, str) else None
-        if model is None or model.route != self.route.id:
-            raise not_found(f"unknown model {model_id!r} on route {self.route.id!r}")
-        fault = self.request.headers.get(FAULT_HEADER.lower())
-        if fault:
-            if fault not in ROUTE_FAULTS:
-                raise bad_request(f"{FAULT_HEADER} must be one of {', '.join(ROUTE_FAULTS)}")
-            self.record["fault"] = fault
-            raise fault_error(fault, self.route.id)
-        for header, env_name in self.route.env_http_headers.items():
-            value = self.request.headers.get(header.lower())
-            if value:
-                self.supplied[env_name] = value
-        return model, body
-
-    async def _stream(self, driver: Any, model: Any, body: dict[str, Any]) -> None:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        env = CredentialEnv(self.supplied)
-
-        def pump() -> None:
-            put = loop.call_soon_threadsafe
-            iterator: Iterator[Any] | None = None
-            try:
-                iterator = iter(driver.serve_responses(self.route, model, body, env))
-                for item in iterator:
-                    if self._cancelled.is_set():
-                        break
-                    put(queue.put_nowait, item)
-            except GatewayError as err:
-                put(queue.put_nowait, err)
-            except Exception as exc:  # a driver bug becomes a visible 502, not a hang
-                put(queue.put_nowait, GatewayError(502, error_body(
-                    f"route driver {self.route.driver!r} failed: {type(exc).__name__}",
-                    "server_error", "driver_error")))
-            finally:
-                close = getattr(iterator, "close", None)
-                if close is not None:
-                    close()
-                put(queue.put_nowait, _END)
-
-        self.server.submit(pump)
-        try:
-            await self._relay(queue)
-        finally:
-            self._cancelled.set()
-
-    async def _relay(self, queue: asyncio.Queue[Any]) -> None:
-        keep = self.request.keep_alive
-        started = False
-        tail: list[bytes] = []
-        while True:
-            item = await queue.get()
-            batch = [item]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            out = []
-            for entry in batch:
-                if entry is _END:
-                    if not started:
-                        await self._fail(GatewayError(502, error_body(
-                            "route driver returned an empty stream", "server_error")))
-                        return
-                    self._finish(200, tail)  # logged before the client can see the end
-                    out.append(http_io.LAST_CHUNK)
-                    self.writer.write(b"".join(out))
-                    await self.writer.drain()
-                    return
-                if isinstance(entry, LogNote):
-                    self.record.update(entry)
-                elif isinstance(entry, GatewayError):
-                    if not started:
-                        await self._fail(entry)
-                        return
-                    frame = ResponsesStream(self.record["model"] or "").failed(
-                        entry.message, _stream_code(entry.status))
-                    out.append(http_io.chunk(frame))
-                    self.record["error"] = entry.message
-                elif isinstance(entry, bytes | bytearray) and entry:
-                    if not started:
-                        out.append(http_io.stream_head(keep))
-                        started = True
-                        self.record["ttfb_ms"] = self._elapsed()
-                    out.append(http_io.chunk(bytes(entry)))
-                    tail = (tail + [bytes(entry)])[-2:]
-            if out:
-                self.writer.write(b"".join(out))
-                await self.writer.drain()
-
-    def _elapsed(self) -> float:
-        return round((time.perf_counter() - self.started) * 1000, 3)
-
-    async def _fail(self, err: GatewayError) -> None:
-        self.record["error"] = err.message
-        self._finish(err.status, [])
-        self.writer.write(http_io.json_response(err.status, err.body, self.request.keep_alive,
-                                                err.headers))
-        await self.writer.drain()
-
-    def _finish(self, status: int, tail: list[bytes]) -> None:
-        self.record["status"] = status
-        self.record["latency_ms"] = self._elapsed()
-        if self.record["usage"] is None and tail:
-            self.record["usage"] = _completed_usage(b"".join(tail))
-        secrets: list[str] = []
-        if self.record.get("error"):
-            secrets = list(self.supplied.values())
-            if self.route.credential_env:
-                secrets.append(credential_value(self.route.credential_env) or "")
-        self.server.log.write(self.record, secrets)
-
-
-def _stream_code(status: int) -> str:
-    return {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
-
-
-def _completed_usage(tail: bytes) -> dict[str, Any] | None:
-    """Usage from a ``response.completed`` frame at the end of a stream, if any."""
-    if b"response.completed" not in tail:
-        return None
-    start = tail.find(b"event: response.completed")
-    decoder = SseDecoder()
-    for frame in decoder.feed(tail[max(start, 0):]) + decoder.close():
-        if frame.event == "response.completed" or '"response.completed"' in frame.data[:60]:
-            try:
-                usage = json.loads(frame.data).get("response", {}).get("usage")
-            except (ValueError, AttributeError):
-                return None
-            return usage if isinstance(usage, dict) else None
-    return None
 
 
 class GatewayThread:

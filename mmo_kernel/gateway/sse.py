@@ -27,16 +27,16 @@ class SseDecoder:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[SseFrame]:
-        self._buffer += chunk
+        if self._buffer:
+            chunk = self._buffer + chunk
+        lines = chunk.split(b"\n")
+        self._buffer = lines.pop()  # the unterminated rest (b"" after a newline)
         frames: list[SseFrame] = []
-        while True:
-            cut = self._buffer.find(b"\n")
-            if cut < 0:
-                return frames
-            raw, self._buffer = self._buffer[:cut], self._buffer[cut + 1:]
+        for raw in lines:
             frame = self._line(raw.rstrip(b"\r").decode("utf-8", errors="replace"))
             if frame is not None:
                 frames.append(frame)
+        return frames
 
     def close(self) -> list[SseFrame]:
         """Flush a final frame that lacked its terminating blank line."""

@@ -9,12 +9,14 @@ status with the upstream's error message.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import socket
 import ssl
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +25,12 @@ from .errors import GatewayError, error_body
 READ_SIZE = 65536
 _pool_lock = threading.Lock()
 _pool: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One verifying TLS context: building it loads the CA store (milliseconds)."""
+    return ssl.create_default_context()
 
 
 def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
@@ -36,9 +44,7 @@ def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.H
                 conn.sock.settimeout(timeout)
             return conn
     if scheme == "https":
-        return http.client.HTTPSConnection(
-            host, port, timeout=timeout, context=ssl.create_default_context()
-        )
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=tls_context())
     return http.client.HTTPConnection(host, port, timeout=timeout)
 
 
@@ -125,40 +131,61 @@ def map_upstream_status(status: int, raw: bytes) -> GatewayError:
                         error_body(message, "server_error", "upstream_error"))
 
 
-def post_json(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
-              timeout: float = 300.0) -> UpstreamResponse:
-    """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
+@dataclass(frozen=True)
+class Target:
+    """One upstream POST, ready to send: where to, and the exact bytes of its body."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+    body: bytes
+    headers: dict[str, str]
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+
+def post_target(url: str, payload: Mapping[str, Any], headers: Mapping[str, str]) -> Target:
+    """Check the URL and serialise the body once, for the sync and async clients alike."""
     parts = urlsplit(url)
     scheme = parts.scheme
     if scheme not in ("http", "https") or not parts.hostname:
         raise GatewayError(502, error_body(f"route base_url is not usable: {scheme}://...",
                                            "server_error", "bad_route"))
     port = parts.port or (443 if scheme == "https" else 80)
-    key = (scheme, parts.hostname, port)
-    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     all_headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json",
                    **headers, "Content-Length": str(len(body))}
+    return Target(scheme, parts.hostname, port, path, body, all_headers)
+
+
+def post_json(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
+              timeout: float = 300.0) -> UpstreamResponse:
+    """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
+    target = post_target(url, payload, headers)
     for attempt in (0, 1):
-        conn = _connect(*key, timeout=timeout)
+        conn = _connect(*target.key, timeout=timeout)
         reused = conn.sock is not None
         try:
-            conn.request("POST", path, body=body, headers=all_headers)
+            conn.request("POST", target.path, body=target.body, headers=target.headers)
             response = conn.getresponse()
             break
         except (TimeoutError, socket.timeout):
             conn.close()
             raise GatewayError(504, error_body(
-                f"upstream {parts.hostname} timed out", "server_error", "upstream_timeout")) from None
+                f"upstream {target.host} timed out", "server_error", "upstream_timeout")) from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             if reused and attempt == 0:
                 continue  # a pooled keep-alive connection the server had closed
             raise GatewayError(502, error_body(
-                f"cannot reach upstream {parts.hostname}: {type(exc).__name__}",
+                f"cannot reach upstream {target.host}: {type(exc).__name__}",
                 "server_error", "upstream_transport")) from None
     if response.status >= 400:
         raw = response.read()
         conn.close()
         raise map_upstream_status(response.status, raw)
-    return UpstreamResponse(conn, response, key)
+    return UpstreamResponse(conn, response, target.key)

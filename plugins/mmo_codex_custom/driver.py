@@ -11,8 +11,8 @@ them, and falls back to its own environment/credentials.env when absent.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,11 +23,16 @@ from mmo_kernel.gateway.errors import GatewayError, error_body
 from mmo_kernel.gateway.faults import fault_headers
 from mmo_kernel.gateway.sources import credential_value
 from mmo_kernel.gateway.upstream import post_json
+from mmo_kernel.gateway.upstream_async import post_json_async
 
-from .conversation import read_conversation
-from .wire_anthropic import anthropic_request, translate_anthropic_stream
-from .wire_chat import chat_request, translate_chat_stream
-from .wire_responses import relay_responses_stream, responses_request
+from .conversation import Conversation, read_conversation
+from .wire_anthropic import (
+    anthropic_request,
+    translate_anthropic_stream,
+    translate_anthropic_stream_async,
+)
+from .wire_chat import chat_request, translate_chat_stream, translate_chat_stream_async
+from .wire_responses import relay_responses_stream, relay_responses_stream_async, responses_request
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
@@ -37,6 +42,15 @@ FORBIDDEN_HEADERS = frozenset({"authorization", "x-api-key", "host", "content-le
 ENDPOINTS = {"openai_responses": "/responses", "openai_chat": "/chat/completions",
              "anthropic_messages": "/messages"}
 ANTHROPIC_VERSION = "2023-06-01"
+
+
+class UpstreamCall(NamedTuple):
+    url: str
+    payload: dict[str, Any]
+    headers: dict[str, str]
+    timeout: float
+    conv: Conversation | None
+    """The neutral conversation for translated wires; None for Responses pass-through."""
 
 
 class CustomRouteOptions(BaseModel):
@@ -142,25 +156,52 @@ class CodexCustomRoute(RouteDriver):
 
     def serve_responses(self, route: Any, model: Any, body: dict[str, Any],
                         env: Mapping[str, str]) -> Iterator[Any]:
+        """The blocking path (third-party embedders); the gateway uses the async one."""
+        call = self._upstream_call(route, model, body, env)
+        upstream = post_json(call.url, call.payload, call.headers, call.timeout)
+        if call.conv is None:
+            return relay_responses_stream(upstream.iter_bytes())
+        content_type = upstream.headers.get("content-type", "")
+        translate = (translate_chat_stream if route.wire_protocol == "openai_chat"
+                     else translate_anthropic_stream)
+        return translate(call.conv, model.id, upstream.iter_bytes(), content_type)
+
+    async def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
+                                    env: Mapping[str, str]) -> AsyncIterator[Any]:
+        """The same answer on the gateway's event loop (no worker thread, pooled upstream)."""
+        call = self._upstream_call(route, model, body, env)
+        upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
+        if call.conv is None:
+            items = relay_responses_stream_async(upstream.iter_bytes())
+        else:
+            content_type = upstream.headers.get("content-type", "")
+            translate = (translate_chat_stream_async if route.wire_protocol == "openai_chat"
+                         else translate_anthropic_stream_async)
+            items = translate(call.conv, model.id, upstream.iter_bytes(), content_type)
+        try:
+            async for item in items:
+                yield item
+        finally:
+            await items.aclose()
+            upstream.close()
+
+    def _upstream_call(self, route: Any, model: Any, body: dict[str, Any],
+                       env: Mapping[str, str]) -> UpstreamCall:
+        """Everything both paths send upstream: URL, translated payload, headers, timeout."""
         options = self.validate_options(route.options, f"routes.{route.id}.options")
         headers = {**options.static_headers, **self._secret_headers(route, options, env)}
         url = route.base_url.rstrip("/") + ENDPOINTS[route.wire_protocol]
-        images_ok = "image" in route.transport_modalities and "image" in model.modalities
-        media_ok = route.preserves_tool_media and "image" in route.tool_result_modalities
         timeout = options.upstream_timeout_seconds
         if route.wire_protocol == "openai_responses":
-            upstream = post_json(url, responses_request(body, model), headers, timeout)
-            return relay_responses_stream(upstream.iter_bytes())
+            return UpstreamCall(url, responses_request(body, model), headers, timeout, None)
+        images_ok = "image" in route.transport_modalities and "image" in model.modalities
+        media_ok = route.preserves_tool_media and "image" in route.tool_result_modalities
         conv = read_conversation(body, images_ok, media_ok)
         if route.wire_protocol == "openai_chat":
-            upstream = post_json(url, chat_request(conv, model), headers, timeout)
-            return translate_chat_stream(conv, model.id, upstream.iter_bytes(),
-                                         upstream.headers.get("content-type", ""))
+            return UpstreamCall(url, chat_request(conv, model), headers, timeout, conv)
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-        upstream = post_json(url, anthropic_request(conv, model, options.max_output_tokens),
-                             headers, timeout)
-        return translate_anthropic_stream(conv, model.id, upstream.iter_bytes(),
-                                          upstream.headers.get("content-type", ""))
+        payload = anthropic_request(conv, model, options.max_output_tokens)
+        return UpstreamCall(url, payload, headers, timeout, conv)
 
     def _secret_headers(self, route: Any, options: CustomRouteOptions,
                         env: Mapping[str, str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
@@ -173,6 +173,21 @@ class AnthropicStreamTranslator:
         return self.out.completed(self.usage())
 
 
+def _sse_docs(decoder: SseDecoder, raw: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of the whole frames in ``raw``."""
+    for frame in decoder.feed(raw):
+        try:
+            doc = json.loads(frame.data)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield doc
+
+
+def _note(tr: AnthropicStreamTranslator) -> LogNote:
+    return LogNote(usage=tr.usage(), upstream_model=tr.upstream_model, finish_reason=tr.stop_reason)
+
+
 def translate_anthropic_stream(conv: Conversation, model_id: str, chunks: Iterator[bytes],
                                content_type: str) -> Iterator[Any]:
     tr = AnthropicStreamTranslator(conv, model_id)
@@ -182,15 +197,30 @@ def translate_anthropic_stream(conv: Conversation, model_id: str, chunks: Iterat
     else:
         decoder = SseDecoder()
         for raw in chunks:
-            for frame in decoder.feed(raw):
-                try:
-                    doc = json.loads(frame.data)
-                except ValueError:
-                    continue
-                out = tr.event(doc) if isinstance(doc, dict) else b""
-                if out:
-                    yield out
-    yield LogNote(usage=tr.usage(), upstream_model=tr.upstream_model, finish_reason=tr.stop_reason)
+            out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, raw))
+            if out:
+                yield out
+    yield _note(tr)
+    yield tr.finish()
+
+
+async def translate_anthropic_stream_async(conv: Conversation, model_id: str,
+                                           chunks: AsyncIterator[bytes],
+                                           content_type: str) -> AsyncIterator[Any]:
+    """The same translation for the gateway's async path."""
+    tr = AnthropicStreamTranslator(conv, model_id)
+    yield tr.out.created()
+    if "event-stream" not in content_type:
+        raw = b"".join([piece async for piece in chunks])
+        for out in _whole_message(tr, json.loads(raw or b"{}")):
+            yield out
+    else:
+        decoder = SseDecoder()
+        async for piece in chunks:
+            out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, piece))
+            if out:
+                yield out
+    yield _note(tr)
     yield tr.finish()
 
 

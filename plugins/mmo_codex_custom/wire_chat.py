@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
@@ -155,26 +155,55 @@ def _usage(raw: dict[str, Any]) -> dict[str, Any]:
                        cached, reasoning)
 
 
+def _sse_docs(decoder: SseDecoder, raw: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of the whole frames in ``raw`` (``[DONE]`` and junk skipped)."""
+    for frame in decoder.feed(raw):
+        if frame.data.strip() == "[DONE]" or not frame.data:
+            continue
+        try:
+            doc = json.loads(frame.data)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield doc
+
+
+def _whole(tr: ChatStreamTranslator, raw: bytes) -> bytes:
+    """A non-streamed chat completion, translated in one go."""
+    doc = json.loads(raw or b"{}")
+    return tr.chunk(doc if isinstance(doc, dict) else {})
+
+
 def translate_chat_stream(conv: Conversation, model_id: str, chunks: Iterator[bytes],
                           content_type: str) -> Iterator[Any]:
     """Responses SSE bytes (and a final LogNote) from an upstream chat response."""
     tr = ChatStreamTranslator(conv, model_id)
     yield tr.start()
     if "event-stream" not in content_type:
-        doc = json.loads(b"".join(chunks) or b"{}")
-        yield tr.chunk(doc if isinstance(doc, dict) else {})
+        yield _whole(tr, b"".join(chunks))
     else:
         decoder = SseDecoder()
         for raw in chunks:
-            for frame in decoder.feed(raw):
-                if frame.data.strip() == "[DONE]" or not frame.data:
-                    continue
-                try:
-                    doc = json.loads(frame.data)
-                except ValueError:
-                    continue
-                out = tr.chunk(doc) if isinstance(doc, dict) else b""
-                if out:
-                    yield out
+            out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
+            if out:
+                yield out
+    yield tr.note()
+    yield tr.finish()
+
+
+async def translate_chat_stream_async(conv: Conversation, model_id: str,
+                                      chunks: AsyncIterator[bytes],
+                                      content_type: str) -> AsyncIterator[Any]:
+    """The same translation for the gateway's async path."""
+    tr = ChatStreamTranslator(conv, model_id)
+    yield tr.start()
+    if "event-stream" not in content_type:
+        yield _whole(tr, b"".join([raw async for raw in chunks]))
+    else:
+        decoder = SseDecoder()
+        async for raw in chunks:
+            out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
+            if out:
+                yield out
     yield tr.note()
     yield tr.finish()

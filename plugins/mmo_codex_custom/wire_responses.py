@@ -8,30 +8,81 @@ watched (not altered) for ``response.completed`` usage, for the log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
 from mmo_kernel.gateway.sse import SseDecoder
+
+COMPLETED = b"response.completed"
 
 
 def responses_request(body: dict[str, Any], model: Any) -> dict[str, Any]:
     return {**body, "model": model.upstream_id, "stream": True}
 
 
-def relay_responses_stream(chunks: Iterator[bytes]) -> Iterator[Any]:
-    """Forward upstream chunks verbatim; end with a LogNote of usage and model."""
-    decoder = SseDecoder()
-    usage = upstream_model = None
-    for chunk in chunks:
-        yield chunk
-        for frame in decoder.feed(chunk):
+def _frame_end(chunk: bytes) -> int:
+    """Offset just past the last blank line (an SSE frame boundary) in ``chunk``, or -1."""
+    lf = chunk.rfind(b"\n\n")
+    crlf = chunk.rfind(b"\n\r\n")
+    return max(lf + 2 if lf >= 0 else -1, crlf + 3 if crlf >= 0 else -1)
+
+
+class ResponsesWatcher:
+    """Finds ``response.completed`` usage in a relayed stream without decoding every frame.
+
+    Bytes are held back only up to the last frame boundary, and a run of whole
+    frames is decoded only when it mentions ``response.completed`` (the one
+    frame the log needs), so relaying stays a copy-free hand-over.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+        self.usage: Any = None
+        self.upstream_model: Any = None
+
+    def watch(self, chunk: bytes) -> None:
+        cut = _frame_end(chunk)
+        if cut < 0:
+            self._pending.append(chunk)
+            return
+        whole = b"".join([*self._pending, chunk[:cut]]) if self._pending else chunk[:cut]
+        self._pending = [chunk[cut:]] if cut < len(chunk) else []
+        if COMPLETED in whole:
+            self._scan(whole)
+
+    def note(self) -> LogNote:
+        rest = b"".join(self._pending)
+        if COMPLETED in rest:
+            self._scan(rest)
+        return LogNote(usage=self.usage, upstream_model=self.upstream_model)
+
+    def _scan(self, frames: bytes) -> None:
+        decoder = SseDecoder()
+        for frame in decoder.feed(frames) + decoder.close():
             if frame.event != "response.completed":
                 continue
             try:
                 response = json.loads(frame.data).get("response") or {}
             except (ValueError, AttributeError):
                 continue
-            usage = response.get("usage")
-            upstream_model = response.get("model")
-    yield LogNote(usage=usage, upstream_model=upstream_model)
+            self.usage = response.get("usage")
+            self.upstream_model = response.get("model")
+
+
+def relay_responses_stream(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """Forward upstream chunks verbatim; end with a LogNote of usage and model."""
+    watcher = ResponsesWatcher()
+    for chunk in chunks:
+        yield chunk
+        watcher.watch(chunk)
+    yield watcher.note()
+
+
+async def relay_responses_stream_async(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+    """The same relay for the gateway's async path."""
+    watcher = ResponsesWatcher()
+    async for chunk in chunks:
+        yield chunk
+        watcher.watch(chunk)
+    yield watcher.note()

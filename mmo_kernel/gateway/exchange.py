@@ -1,0 +1,236 @@
+"""One ``POST /routes/<id>/v1/responses``: validate, call the route driver, stream, log.
+
+A driver with ``serve_responses_async`` is iterated right on the gateway's
+event loop: each chunk is written the moment the driver yields it, with no
+thread hand-off (the fast path, used by ``codex_custom``). A driver with only
+the blocking ``serve_responses`` is pumped by a pool thread that hands chunks
+to the loop; the loop writes whatever is queued in one go. Both paths feed
+the same :meth:`Exchange._deliver`, so framing, errors and logging agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from . import http_io
+from .errors import GatewayError, bad_request, error_body, not_found
+from .faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
+from .notes import LogNote
+from .request_log import now_iso
+from .responses_stream import ResponsesStream
+from .sources import CredentialEnv, credential_value
+from .sse import SseDecoder
+
+SESSION_HEADER = "x-mmo-session"
+_END = object()
+
+
+class Exchange:
+    """One streamed request; ``server`` provides ``driver(name)``, ``submit(fn)`` and ``log``."""
+
+    def __init__(self, server: Any, request: http_io.Request, route: Any,
+                 models: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.request = request
+        self.route = route
+        self.models = models
+        self.writer = writer
+        self.started = time.perf_counter()
+        self.record: dict[str, Any] = {"at": now_iso(), "route": route.id, "model": None,
+                                       "status": None, "latency_ms": None, "usage": None,
+                                       "provider_metadata": None}
+        session = request.headers.get(SESSION_HEADER)
+        if session:
+            self.record["session"] = session[:128]
+        self.supplied: dict[str, str] = {}
+        self._cancelled = threading.Event()
+        self._streaming = False
+        self._tail: list[bytes] = []
+
+    async def run(self) -> None:
+        try:
+            model, body = self._prepare()
+            driver = self.server.driver(self.route.driver)
+        except GatewayError as err:
+            await self._fail(err)
+            return
+        serve_async = getattr(driver, "serve_responses_async", None)
+        if callable(serve_async):
+            await self._stream_async(serve_async, model, body)
+        else:
+            await self._stream_threaded(driver, model, body)
+
+    def _prepare(self) -> tuple[Any, dict[str, Any]]:
+        try:
+            body = json.loads(self.request.body or b"null")
+        except ValueError:
+            raise bad_request("request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise bad_request("request body must be a JSON object")
+        model_id = body.get("model")
+        self.record["model"] = model_id if isinstance(model_id, str) else None
+        model = self.models.get(model_id) if isinstance(model_id, str) else None
+        if model is None or model.route != self.route.id:
+            raise not_found(f"unknown model {model_id!r} on route {self.route.id!r}")
+        fault = self.request.headers.get(FAULT_HEADER.lower())
+        if fault:
+            if fault not in ROUTE_FAULTS:
+                raise bad_request(f"{FAULT_HEADER} must be one of {', '.join(ROUTE_FAULTS)}")
+            self.record["fault"] = fault
+            raise fault_error(fault, self.route.id)
+        for header, env_name in self.route.env_http_headers.items():
+            value = self.request.headers.get(header.lower())
+            if value:
+                self.supplied[env_name] = value
+        return model, body
+
+    def _driver_failure(self, exc: Exception) -> GatewayError:
+        """A driver's GatewayError as is; any other exception a visible 502, not a hang."""
+        if isinstance(exc, GatewayError):
+            return exc
+        return GatewayError(502, error_body(
+            f"route driver {self.route.driver!r} failed: {type(exc).__name__}",
+            "server_error", "driver_error"))
+
+    async def _stream_async(self, serve: Any, model: Any, body: dict[str, Any]) -> None:
+        items: Any = None
+        try:
+            try:
+                items = serve(self.route, model, body, CredentialEnv(self.supplied))
+                if inspect.isawaitable(items):
+                    items = await items
+                items = aiter(items)
+            except Exception as exc:
+                await self._deliver([self._driver_failure(exc), _END])
+                return
+            while True:
+                try:
+                    batch = [await anext(items)]
+                except StopAsyncIteration:
+                    batch = [_END]
+                except Exception as exc:
+                    batch = [self._driver_failure(exc), _END]
+                if await self._deliver(batch):
+                    return
+        finally:
+            close = getattr(items, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _stream_threaded(self, driver: Any, model: Any, body: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        env = CredentialEnv(self.supplied)
+
+        def pump() -> None:
+            put = loop.call_soon_threadsafe
+            iterator: Iterator[Any] | None = None
+            try:
+                iterator = iter(driver.serve_responses(self.route, model, body, env))
+                for item in iterator:
+                    if self._cancelled.is_set():
+                        break
+                    put(queue.put_nowait, item)
+            except Exception as exc:
+                put(queue.put_nowait, self._driver_failure(exc))
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+                put(queue.put_nowait, _END)
+
+        self.server.submit(pump)
+        try:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                if await self._deliver(batch):
+                    return
+        finally:
+            self._cancelled.set()
+
+    async def _deliver(self, batch: list[Any]) -> bool:
+        """Write a batch of driver items; True once the response is over."""
+        out: list[bytes] = []
+        for entry in batch:
+            if entry is _END:
+                if not self._streaming:
+                    await self._fail(GatewayError(502, error_body(
+                        "route driver returned an empty stream", "server_error")))
+                    return True
+                self._finish(200, self._tail)  # logged before the client can see the end
+                out.append(http_io.LAST_CHUNK)
+                self.writer.write(b"".join(out))
+                await self.writer.drain()
+                return True
+            if isinstance(entry, LogNote):
+                self.record.update(entry)
+            elif isinstance(entry, GatewayError):
+                if not self._streaming:
+                    await self._fail(entry)
+                    return True
+                frame = ResponsesStream(self.record["model"] or "").failed(
+                    entry.message, _stream_code(entry.status))
+                out.append(http_io.chunk(frame))
+                self.record["error"] = entry.message
+            elif isinstance(entry, bytes | bytearray) and entry:
+                data = bytes(entry)
+                if not self._streaming:
+                    out.append(http_io.stream_head(self.request.keep_alive))
+                    self._streaming = True
+                    self.record["ttfb_ms"] = self._elapsed()
+                out.append(http_io.chunk(data))
+                self._tail = [self._tail[-1], data] if self._tail else [data]
+        if out:
+            self.writer.write(b"".join(out) if len(out) > 1 else out[0])
+            await self.writer.drain()
+        return False
+
+    def _elapsed(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 3)
+
+    async def _fail(self, err: GatewayError) -> None:
+        self.record["error"] = err.message
+        self._finish(err.status, [])
+        self.writer.write(http_io.json_response(err.status, err.body, self.request.keep_alive,
+                                                err.headers))
+        await self.writer.drain()
+
+    def _finish(self, status: int, tail: list[bytes]) -> None:
+        self.record["status"] = status
+        self.record["latency_ms"] = self._elapsed()
+        if self.record["usage"] is None and tail:
+            self.record["usage"] = _completed_usage(b"".join(tail))
+        secrets: list[str] = []
+        if self.record.get("error"):
+            secrets = list(self.supplied.values())
+            if self.route.credential_env:
+                secrets.append(credential_value(self.route.credential_env) or "")
+        self.server.log.write(self.record, secrets)
+
+
+def _stream_code(status: int) -> str:
+    return {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
+
+
+def _completed_usage(tail: bytes) -> dict[str, Any] | None:
+    """Usage from a ``response.completed`` frame at the end of a stream, if any."""
+    if b"response.completed" not in tail:
+        return None
+    start = tail.find(b"event: response.completed")
+    decoder = SseDecoder()
+    for frame in decoder.feed(tail[max(start, 0):]) + decoder.close():
+        if frame.event == "response.completed" or '"response.completed"' in frame.data[:60]:
+            try:
+                usage = json.loads(frame.data).get("response", {}).get("usage")
+            except (ValueError, AttributeError):
+                return None
+            return usage if isinstance(usage, dict) else None
+    return None
