@@ -181,3 +181,24 @@ def test_resume_after_a_cold_pause_relaunches_host_and_app_server_on_the_thread(
     rows = [json.loads(x) for x in session_file(sid, "root-events.jsonl").read_text().splitlines()]
     resumes = [r for r in rows if r["message"].get("method") == "thread/resume"]
     assert resumes and resumes[-1]["message"]["params"]["threadId"] == thread
+
+
+def test_tui_environment_that_cannot_be_built_leaves_the_session_detached(
+        workspace, monkeypatch):
+    """A root credential with a control character: the TUI cannot start, nothing is lost."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-good")
+    bindings = {"escalation_lead": "openrouter_openai_chat__qwen3_coder", "*": "local_scripted"}
+    assert launch_interactive(TURN_PROFILE, workspace, bindings=bindings) == 0
+    sid = iter_session_records()[0]["session_id"]
+    before = load_session(sid)
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-\x07bad")
+
+    with pytest.raises(RuntimeError, match="prohibited control character"):
+        resume_interactive(sid)
+
+    record = load_session(sid)
+    assert record["status"] == "detached" and "root_client_pid" not in record
+    assert record["root_thread_id"] == before["root_thread_id"]
+    assert process_matches(record["root_pid"], record["root_start_token"])
+    assert len(invocations(record)) == 1  # only the launch's TUI ever ran
+    cancel_session(sid)
