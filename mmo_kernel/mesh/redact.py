@@ -2,7 +2,9 @@
 
 Agents see job and session facts, never the paths and handles MMO uses to
 supervise them (spec 07: ``result_path``, ``events_path``, ``stderr_path``,
-``socket_path``, ``full_result_path``, ...), nor capability hashes.
+``socket_path``, ``full_result_path``, ...), nor capability hashes, nor a
+writer's ``workspace`` handle (worktree, branch and repository paths under
+the state dir: the root integrates through ``agent_patch_integrate``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ HIDDEN_KEYS = frozenset(
         "mcp_caller_token_hash",
         "root_mcp_token_hash",
         "capabilities",
+        "workspace",
     }
 )
 """Keys removed at any depth, besides every ``*_path`` and ``*_socket`` key."""

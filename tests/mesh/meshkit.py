@@ -23,7 +23,6 @@ from mmo_kernel.mesh.tokens import mint_token
 from mmo_kernel.state import atomic_write_json
 
 HERE = Path(__file__).resolve().parent
-FAKE_API_LAUNCHER = HERE / "fake_api_server.py"
 SERVER_ARGV = [sys.executable, "-m", "mmo_kernel.mesh"]
 INIT = {
     "jsonrpc": "2.0",
@@ -61,13 +60,11 @@ def run_mesh(
     messages: list[Any],
     env: dict[str, str] | None = None,
     *,
-    fake_api: bool = False,
     timeout: float = 20,
 ) -> Run:
     """Pipe ``messages`` (dicts or raw lines) into a fresh server, close stdin, collect all."""
-    argv = [sys.executable, str(FAKE_API_LAUNCHER)] if fake_api else SERVER_ARGV
     proc = subprocess.run(
-        argv,
+        SERVER_ARGV,
         input=b"".join(line(m) for m in messages),
         capture_output=True,
         env=env if env is not None else dict(os.environ),
@@ -77,9 +74,9 @@ def run_mesh(
     return Run(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"), responses)
 
 
-def session_call(env: dict[str, str], *requests: dict[str, Any], fake_api: bool = False) -> Run:
+def session_call(env: dict[str, str], *requests: dict[str, Any]) -> Run:
     """initialize + initialized + ``requests`` in one server process."""
-    run = run_mesh([INIT, INITIALIZED, *requests], env, fake_api=fake_api)
+    run = run_mesh([INIT, INITIALIZED, *requests], env)
     assert run.returncode == 0, run.stderr
     return run
 
