@@ -47,29 +47,22 @@ def test_launch_runs_the_tui_on_the_bound_thread_and_leaves_the_host_detached(wo
     assert all(process_matches(pid, token) for pid, token in _host_pids(record))
     assert [e["event"] for e in audit_events(sid)] == ["run_started"]
     assert "root_goal_status" not in record  # turn mode has no goal
+    # the socket is a live app-server the TUI shares the root thread on
+    client = WebSocketClient(str(socket_path))
+    try:
+        client.send({"id": 1, "method": "initialize",
+                     "params": {"clientInfo": {"name": "codex_tui", "version": "0"}}})
+        assert "codexHome" in _response(client, 1)["result"]
+        client.send({"id": 2, "method": "thread/resume", "params": {"threadId": thread}})
+        assert _response(client, 2)["result"]["thread"]["id"] == thread
+    finally:
+        client.close()
 
     result = cancel_session(sid)
 
     assert result["session"]["status"] == "cancelled"
     assert not any(process_matches(pid, token) for pid, token in _host_pids(record))
     # mmo_process_guard fails the test if any process is left behind
-
-
-def test_the_tui_socket_is_a_live_app_server_sharing_the_root_thread(workspace):
-    launch_interactive(TURN_PROFILE, workspace, bindings=OFFLINE)
-    record = _only_session()
-    client = WebSocketClient(str(interactive_socket_path(record["session_id"])))
-    try:
-        client.send({"id": 1, "method": "initialize",
-                     "params": {"clientInfo": {"name": "codex_tui", "version": "0"}}})
-        assert "codexHome" in client.recv()["result"]
-        client.send({"id": 2, "method": "thread/resume",
-                     "params": {"threadId": record["root_thread_id"]}})
-        reply = _response(client, 2)
-        assert reply["result"]["thread"]["id"] == record["root_thread_id"]
-    finally:
-        client.close()
-    cancel_session(record["session_id"])
 
 
 def _response(client: WebSocketClient, request_id: int) -> dict:

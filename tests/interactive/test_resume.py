@@ -109,9 +109,8 @@ def test_resume_restores_guidance_and_refuses_a_drifted_model_catalog(detached):
     assert "root_client_pid" not in record
 
 
-def test_resume_interactive_reattaches_the_live_host_and_thread(detached):
+def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(detached):
     sid = detached["session_id"]
-
     assert resume_interactive(sid) == 0
 
     record = load_session(sid)
@@ -125,9 +124,6 @@ def test_resume_interactive_reattaches_the_live_host_and_thread(detached):
     resumed = [e for e in audit_events(sid) if e["event"] == "run_resumed"]
     assert len(resumed) == 1 and resumed[0]["host_relaunched"] is False
 
-
-def test_resume_after_the_host_died_adopts_the_live_app_server(detached):
-    sid = detached["session_id"]
     os.killpg(detached["root_pgid"], signal.SIGKILL)
     wait_until(lambda: not process_matches(detached["root_pid"], detached["root_start_token"]),
                what="the host to die")
@@ -144,6 +140,8 @@ def test_resume_after_the_host_died_adopts_the_live_app_server(detached):
     assert record["root_app_server_pid"] == detached["root_app_server_pid"]
     assert record["root_thread_id"] == detached["root_thread_id"]
     assert invocations(record)[-1]["thread_id"] == detached["root_thread_id"]
+    assert [e for e in audit_events(sid) if e["event"] == "run_resumed"][-1][
+        "host_relaunched"] is True
 
 
 def _run_a_turn(sid: str, thread: str) -> None:
