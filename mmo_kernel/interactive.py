@@ -21,7 +21,12 @@ from .interactive_paths import interactive_socket_path
 from .processes import process_matches
 from .session_create import create_session
 from .session_lifecycle import detach_session, load_session
-from .session_records import TERMINAL_SESSION_STATUSES, read_session_record, session_dir, session_file
+from .session_records import (
+    TERMINAL_SESSION_STATUSES,
+    read_session_record,
+    session_dir,
+    session_file,
+)
 from .session_state import REMOVE, mark_session_running, update_session
 from .state import lifecycle_lock
 

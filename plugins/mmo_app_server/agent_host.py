@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from abc import ABC, abstractmethod
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path

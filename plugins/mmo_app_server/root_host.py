@@ -18,14 +18,13 @@ from typing import Any
 from mmo_kernel.audit import append_audit
 from mmo_kernel.evidence import final_message
 from mmo_kernel.goals import cap_objective, goal_prompt
+from mmo_kernel.interactive_paths import interactive_socket_path
+from mmo_kernel.processes import process_matches, terminate_process_groups
 from mmo_kernel.session_env import root_environment
 from mmo_kernel.session_records import read_session_record, session_file, utc_now
 from mmo_kernel.session_state import HOST_FIELDS, REMOVE, transition, update_session
 from mmo_kernel.state import atomic_write_json, atomic_write_text
 from mmo_kernel.turn_failures import normalize_turn_failure
-
-from mmo_kernel.interactive_paths import interactive_socket_path
-from mmo_kernel.processes import process_matches, terminate_process_groups
 
 from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped
 from .errors import TransportLost

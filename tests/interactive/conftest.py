@@ -28,7 +28,8 @@ def workspace(mmo_git_workspace) -> Path:
 
 def invocations(record: dict) -> list[dict]:
     """What the stand-in's TUI stub recorded in the root's CODEX_HOME."""
-    path = Path(record["homes"][record["root_agent"]]["home"]) / "fake-interactive-invocations.jsonl"
+    home = Path(record["homes"][record["root_agent"]]["home"])
+    path = home / "fake-interactive-invocations.jsonl"
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]

@@ -12,7 +12,7 @@ from mmo_kernel.interactive import launch_interactive, tui_argv
 from mmo_kernel.interactive_paths import interactive_socket_path
 from mmo_kernel.processes import process_matches
 from mmo_kernel.session_lifecycle import cancel_session, load_session
-from mmo_kernel.session_records import iter_session_records, read_run_record
+from mmo_kernel.session_records import iter_session_records
 from mmo_kernel.standin.websocket import WebSocketClient
 
 from .conftest import GOAL_PROFILE, OFFLINE, TURN_PROFILE, audit_events, invocations
