@@ -79,7 +79,7 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
 def run_start(args: argparse.Namespace) -> int:
     from ..interactive import launch_interactive
 
-    bindings = OFFLINE_BINDINGS if getattr(args, "offline", False) else None
+    bindings = OFFLINE_BINDINGS if args.offline else None
     return _exit_code(launch_interactive(args.profile, args.cwd, bindings=bindings))
 
 
@@ -251,9 +251,12 @@ def _add_interactive(sub: argparse._SubParsersAction) -> None:
                            formatter_class=RAW, description=(
         "Create a session from PROFILE and open its root agent in the Codex terminal UI. "
         "Leaving the TUI detaches; `mmo resume` reattaches on the same thread."),
-        epilog="examples:\n  mmo start adaptive-engineering\n  mmo start ./my-team --cwd ~/src/app")
+        epilog="examples:\n  mmo start adaptive-engineering\n"
+               "  mmo start ./my-team --cwd ~/src/app\n  mmo start adaptive-engineering --offline")
     start.add_argument("profile", metavar="PROFILE", help="a profile id or a profile folder path")
     start.add_argument("--cwd", default=".", metavar="DIR", help="workspace (default: here)")
+    start.add_argument("--offline", action="store_true",
+                       help="bind every agent to the local scripted model")
     start.set_defaults(func=run_start)
 
     resume = sub.add_parser("resume", help="reattach to an interactive session",
