@@ -11,6 +11,12 @@ from .control_socket import app_server_socket_path, send_control_request
 from .errors import AdmissionError, ControlDeliveryUnknown
 from .gateway.listing import gateway_models
 from .gateway.telemetry import route_telemetry
+from .interactive import (
+    begin_resume_run,
+    launch_interactive,
+    resolve_resume_session,
+    resume_interactive,
+)
 from .jobs.cancel import cancel_job
 from .jobs.controls import control_job, inspect_job
 from .jobs.fork import fork_job
@@ -68,14 +74,15 @@ __all__ = [
     "AGENT_MCP_CONTROL_TOOLS", "AdmissionError", "ControlDeliveryUnknown", "MMO_SCHEMA_VERSION",
     "PROFILE_SKILL_NAME", "PROFILE_SKILL_RELATIVE_PATH", "TERMINAL_JOB_STATUSES",
     "TERMINAL_SESSION_STATUSES", "accept_result", "agent_guidance_relative_path",
-    "app_server_socket_path", "cancel_job", "cancel_session", "clean_state", "clone_profile",
+    "app_server_socket_path", "begin_resume_run", "cancel_job", "cancel_session", "clean_state", "clone_profile",
     "compact_session", "compile_profile", "continue_session", "control_job", "create_session",
     "detach_session", "finish_session", "fork_job", "gateway_models", "inspect_job",
-    "integrate_patch", "iter_session_records", "iter_session_runs", "iter_sessions", "job_dir",
+    "integrate_patch", "iter_session_records", "launch_interactive", "iter_session_runs", "iter_sessions", "job_dir",
     "list_jobs", "load_job", "load_profile", "load_session", "load_session_run", "load_snapshot",
     "mark_session_running", "normalize_turn_failure", "package_version", "pause_session",
     "process_matches", "process_start_token", "public_job", "public_session",
-    "read_agent_trace_record", "read_result", "read_trace", "reject_result", "root_mcp_token",
+    "read_agent_trace_record", "read_result", "read_trace", "reject_result",
+    "resolve_resume_session", "resume_interactive", "root_mcp_token",
     "route_telemetry", "run_root_exec", "send_control_request", "session_dir",
     "session_environment", "smoke_profile", "spawn_job", "spawn_jobs", "stop_session",
     "taint_session", "update_session", "validate_profile", "wait_for_jobs",

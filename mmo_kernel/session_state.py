@@ -61,10 +61,16 @@ REMOVE = _REMOVE
 
 
 def update_session(session_id: str, **fields: Any) -> dict[str, Any]:
-    """Change fields of a session record atomically; terminal sessions keep their status."""
+    """Change fields of a session record atomically; terminal sessions keep their status.
+
+    A status change is mirrored on the session's run (its status follows the session's).
+    """
     with runtime_lock():
         record = read_session_record(session_id)
-        return write_session_record(_apply_fields(record, fields))
+        updated = write_session_record(_apply_fields(record, fields))
+        if "status" in fields and fields["status"] != record["status"]:
+            _sync_run(updated)
+        return updated
 
 
 def _sync_run(record: dict[str, Any]) -> None:

@@ -97,6 +97,8 @@ class AgentHost(ABC):
         self.max_recoveries = max_recoveries
         self.approval_policy = "never"
         self.on_pending: Callable[[list[dict[str, Any]]], None] | None = None
+        self.bridge: Any = None
+        self.dynamic_tools: list[dict[str, Any]] = []
 
     # -- persistence, supplied by subclasses --------------------------------
 
@@ -130,7 +132,34 @@ class AgentHost(ABC):
         if extra:
             self.record = self.store(**extra)
 
+    def switchyard_opt_ins(self) -> dict[str, Any]:
+        """Tool servers this agent reaches through the dynamic-tool bridge."""
+        spec = getattr(self, "spec", None)
+        if spec is None:
+            return {}
+        return {name: opt for name, opt in spec.tool_mcp_servers.items()
+                if opt.bridge == "switchyard"}
+
+    def start_tool_bridge(self) -> None:
+        """Connect the agent's switchyard servers; their tools become dynamic tools."""
+        opt_ins = self.switchyard_opt_ins()
+        if not opt_ins or self.bridge is not None:
+            return
+        from mmo_kernel.plugins import plugin_system
+        from mmo_kernel.tool_servers import load_tool_servers
+
+        servers = load_tool_servers()
+        bridge_class = plugin_system().registry.driver_class("tool_bridges", "switchyard")
+        self.bridge = bridge_class(preserve_tool_media=self.preserves_tool_media(),
+                                   env=self.environment(), stderr_dir=self.stderr_path.parent)
+        self.dynamic_tools = self.bridge.dynamic_tools(servers, opt_ins)
+
+    def preserves_tool_media(self) -> bool:
+        """Whether the agent's route carries images back from tools."""
+        return False
+
     def spawn_app_server(self) -> None:
+        self.start_tool_bridge()
         self.client = self.open_client(
             recorder=jsonl_recorder(self.events_path),
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
@@ -138,7 +167,7 @@ class AgentHost(ABC):
         self.app = AppServerSession(self.client)
         self._put(app_pid=self.client.pid, app_pgid=self.client.pgid,
                   app_token=self.client.start_token)
-        self.client.initialize()
+        self.client.initialize(experimental_api=self.bridge is not None)
 
     def open_client(self, **wiring: Any) -> AppServerClient:
         """A stdio app-server; an interactive root overrides this to listen on a socket."""
@@ -169,7 +198,10 @@ class AgentHost(ABC):
             result = self.app.client.request("thread/fork", {"threadId": fork_from,
                                                              **self.thread_params()})
         else:
-            result = self.app.start_thread(self.thread_params())
+            params = self.thread_params()
+            if self.dynamic_tools:
+                params["dynamicTools"] = self.dynamic_tools
+            result = self.app.start_thread(params)
         self.thread_id = result["thread"]["id"]
         self._put(thread=self.thread_id)
         return False
@@ -292,8 +324,11 @@ class AgentHost(ABC):
     # -- server requests -----------------------------------------------------
 
     def _on_server_request(self, request: ServerRequest) -> Any:
-        """Anything the approval policy does not answer waits for a control ``respond``."""
+        """Bridged tool calls go to their MCP server; anything the approval policy does
+        not answer waits for a control ``respond``."""
         assert self.client is not None
+        if request.method == "item/tool/call" and self.bridge is not None:
+            return self.bridge.handle_tool_call(request.params)
         pending = self.client.pending_server_requests() + [request.public()]
         if self.on_pending is not None:
             self.on_pending(pending)
@@ -420,6 +455,8 @@ class AgentHost(ABC):
         if self.control_server is not None:
             self.control_server.close()
         self.close_client()
+        if self.bridge is not None:
+            self.bridge.close()
         pgid = self.record.get(self.fields.app_pgid)
         if isinstance(pgid, int):
             try:

@@ -97,6 +97,13 @@ class JobHost(AgentHost):
     def goal_mode(self) -> bool:
         return self.record.get("execution_mode") == "goal"
 
+    def preserves_tool_media(self) -> bool:
+        from mmo_kernel.homes import snapshot_catalog
+        from mmo_kernel.snapshots import load_snapshot
+
+        routes, models = snapshot_catalog(load_snapshot(self.record["snapshot_hash"]))
+        return routes[models[self.spec.model].route].preserves_tool_media
+
     def on_turn_done(self, outcome: Any) -> None:
         last = (outcome.token_usage or {}).get("last")
         if isinstance(last, dict):
