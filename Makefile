@@ -18,7 +18,7 @@ setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test,dev]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
 .codex-cli/.installed-$(CODEX_VERSION):
@@ -35,9 +35,11 @@ test: setup
 	$(VENV)/bin/python -m pytest -n 2 -q
 
 lint: setup
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 	$(VENV)/bin/ruff check mmo_kernel plugins tests benchmarks
 
 type: setup
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 	$(VENV)/bin/mypy
 
 bench: setup
