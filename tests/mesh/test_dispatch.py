@@ -163,3 +163,54 @@ def test_a_worker_reads_and_waits_with_its_own_job_identity_but_never_disposes(t
         worker.call_tool("agent_status", {"job_ids": [sibling["job_id"]]})
     assert "invalid MCP caller capability" in caught.value.rpc_message
     assert "not running" in caught.value.rpc_message
+
+
+def _status(root, job_id):
+    return ok(root, "agent_status", {"job_ids": [job_id]})["jobs"][0]
+
+
+def test_detach_compact_pause_stop_respond_fork_and_effort_reach_the_real_jobs(team):
+    root = team.root()
+    spawned = ok(root, "agents_spawn", {"agents": [
+        {"agent": "plain", "task": "long FAKE_SLEEP=30"},
+        {"agent": "plain", "task": "cold FAKE_SLEEP=30"},
+        {"agent": "plain", "task": "ask FAKE_REQUEST_USER_INPUT"},
+        {"agent": "plain", "task": "quick"}]})
+    long, cold, asking, quick = (job["job_id"] for job in spawned["accepted"])
+
+    wait_live(root, cold)
+    ok(root, "agent_pause", {"job_id": cold, "expected_revision": 0})
+    wait_until(lambda: _status(root, cold)["status"] == "paused", what="cold pause")
+    assert "effort must be one of" in refused(
+        root, "agent_set_effort", {"job_id": cold, "expected_revision": 1, "effort": "high"})
+
+    wait_live(root, long)
+    assert ok(root, "agent_detach", {"job_id": long, "expected_revision": 0})[
+        "control_revision"] == 1
+    ok(root, "agent_interrupt", {"job_id": long, "expected_revision": 1})
+    wait_until(lambda: _status(root, long)["status"] == "paused", what="long job paused")
+    ok(root, "agent_compact", {"job_id": long, "expected_revision": 2})
+    ok(root, "agent_continue", {"job_id": long, "expected_revision": 3, "input": "resume"})
+    wait_live(root, long)
+    stopped = ok(root, "agent_stop", {"job_id": long, "expected_revision": 4})
+    assert stopped["control_revision"] == 5
+    wait_until(lambda: _status(root, long)["status"] == "stopped", what="long job stopped")
+
+    pending = wait_until(lambda: ok(root, "agent_inspect", {"job_id": asking})["live"] and ok(
+        root, "agent_inspect", {"job_id": asking})["live"]["pending_requests"],
+        what="the user-input request")
+    [request] = pending
+    assert request["method"] == "item/tool/requestUserInput"
+    ok(root, "agent_respond", {
+        "job_id": asking, "expected_revision": 0, "request_id": request["id"],
+        "response": {"answers": {"fake_question": {"answers": ["go on"]}}}})
+
+    ok(root, "agents_wait", {"job_ids": [asking, quick], "timeout_seconds": 30})
+    assert "go on" in ok(root, "agent_result", {"job_id": asking})["content"]
+    fork = ok(root, "agent_fork", {"job_id": quick, "expected_revision": 0,
+                                   "task": "try it differently"})
+    forked = fork.get("job", fork)
+    assert forked["job_id"] != quick and forked["fork_source_job_id"] == quick
+    assert _status(root, quick)["control_revision"] == 1
+    done = ok(root, "agents_wait", {"job_ids": [forked["job_id"]], "timeout_seconds": 30})
+    assert done["unfinished"] == []
