@@ -6,11 +6,11 @@ Starts a streaming Responses upstream (its own process) and the real gateway
 process (``python -m mmo_kernel.gateway``, catalog fragment pointing at the
 upstream, openai_responses pass-through), then streams the same requests
 directly and through the gateway, alternating the two so background load on
-a shared machine hits both alike. The report gives medians over ``--repeat`` rounds of: time to first byte and total time
-(p50/p99) for both, the added latency and the ratio to direct, the gateway
-process's CPU time per request (insensitive to other load), 16-stream
-throughput as a ratio of the direct baseline measured in the same round,
-and the load average during each round.
+a shared machine hits both alike. The report gives medians over ``--repeat``
+rounds of: time to first byte and total time (p50/p99) for both, the added
+latency and the ratio to direct, the gateway process's CPU time per request
+(less sensitive to other load), 16-stream throughput as a ratio of the
+direct baseline measured in the same round, and the load average.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Where the gateway reads credentials, settings and catalog entries.
 
 They come from ``mmo_kernel.credentials``, ``mmo_kernel.settings`` and
-``mmo_kernel.catalog.load_catalog``. The gateway
-reads them per request, caching the catalog by the mtimes of its files, so a
+``mmo_kernel.catalog.load_catalog``. The gateway checks them per request but
+re-reads a file only when its ``stat`` changes (catalog files by mtime and
+size, ``credentials.env`` by mtime, size, inode, mode and owner), so a
 fragment added to ``catalog.d/`` or a key added to ``credentials.env`` is seen
-without restarting the shared gateway.
+without restarting the shared gateway, at the cost of a few ``stat`` calls.
 """
 
 from __future__ import annotations
@@ -19,11 +20,51 @@ from .. import catalog as catalog_module
 from ..catalog import Model, Route
 from ..paths import config_dir
 
+
+class _CredentialsFile:
+    """``credentials.env`` parsed once per version of the file (path, stat identity).
+
+    The gateway looks a credential up on every request; re-reading and
+    re-parsing the file each time was measurable. Any change of content
+    (mtime, size, inode), mode or owner re-parses it, so edits, permission
+    fixes and atomic replacements are seen on the next request, and the
+    kernel's permission and syntax errors still apply.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple[Any, ...] | None = None
+        self._values: dict[str, str] = {}
+
+    def values(self) -> dict[str, str]:
+        from ..credentials import parse_credentials
+        from ..paths import credentials_path
+
+        path = credentials_path()
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            return {}
+        key = (str(path), info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode, info.st_uid)
+        with self._lock:
+            if key != self._key:
+                self._values = parse_credentials(path)
+                self._key = key
+            return self._values
+
+
+_credentials_file = _CredentialsFile()
+
+
 def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """A non-empty environment value wins, else ``credentials.env`` (spec 02)."""
-    from ..credentials import credential_value as kernel_value
+    from ..credentials import check_credential_value, valid_env_name
 
-    return kernel_value(name, environ=environ) or None
+    if not valid_env_name(name):
+        raise ValueError(f"invalid credential name {name!r}")
+    env = os.environ if environ is None else environ
+    value = env.get(name) or _credentials_file.values().get(name)
+    return check_credential_value(name, value) if value else None
 
 
 class CredentialEnv(Mapping[str, str]):
@@ -72,16 +113,16 @@ class CatalogView:
 
     def _files_stamp(self) -> tuple[Any, ...]:
         """Cheap change detector: the fragment dir's mtime plus each catalog file's stat."""
-        fragments = config_dir() / "catalog.d"
+        fragments = os.path.join(config_dir(), "catalog.d")
         try:
             dir_stamp = os.stat(fragments).st_mtime_ns
         except OSError:
             dir_stamp = None
-        key = (str(fragments), dir_stamp)
+        key = (fragments, dir_stamp)
         if key != self._dir_stamp or self._files is None:
             builtin = Path(catalog_module.__file__).parent
             self._files = [str(p) for p in sorted(builtin.glob("catalog*.toml"))
-                           + sorted(fragments.glob("*.toml"))]
+                           + sorted(Path(fragments).glob("*.toml"))]
             self._dir_stamp = key
         stamp: list[Any] = [key]
         for name in self._files:

@@ -1,7 +1,9 @@
-"""A small streaming HTTP client for upstream providers, with connection reuse.
+"""The blocking upstream client (``http.client``, keep-alive pool) for sync route drivers.
 
-Drivers run in the gateway's worker threads, so a blocking stdlib client is
-the right tool: ``http.client`` speaks HTTP/1.1 keep-alive and TLS. Failures
+``serve_responses`` runs in a gateway worker thread (or any caller's
+thread), so a blocking stdlib client is the right tool there; the gateway's
+own fast path uses ``upstream_async`` instead. Both share ``post_target``
+and the error mapping below. Failures
 become ``GatewayError`` with the status Codex should see: connection errors
 502 (retryable transport), timeouts 504, upstream HTTP errors their own
 status with the upstream's error message.
@@ -12,7 +14,6 @@ from __future__ import annotations
 import functools
 import http.client
 import json
-import socket
 import ssl
 import threading
 from collections.abc import Iterator, Mapping
@@ -75,7 +76,7 @@ class UpstreamResponse:
             while True:
                 try:
                     chunk = self._response.read1(READ_SIZE)
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     raise GatewayError(504, error_body(
                         "upstream stream timed out", "server_error", "upstream_timeout")) from None
                 except (OSError, http.client.HTTPException) as exc:
@@ -157,7 +158,8 @@ def post_target(url: str, payload: Mapping[str, Any], headers: Mapping[str, str]
     port = parts.port or (443 if scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    all_headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json",
+    all_headers = {"Content-Type": "application/json",
+                   "Accept": "text/event-stream, application/json",
                    **headers, "Content-Length": str(len(body))}
     return Target(scheme, parts.hostname, port, path, body, all_headers)
 
@@ -173,7 +175,7 @@ def post_json(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
             conn.request("POST", target.path, body=target.body, headers=target.headers)
             response = conn.getresponse()
             break
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             conn.close()
             raise GatewayError(504, error_body(
                 f"upstream {target.host} timed out", "server_error", "upstream_timeout")) from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from .errors import GatewayError, error_body
@@ -52,9 +52,13 @@ async def _connect(target: Target) -> tuple[Wire, bool]:
             return wire, True
         wire.close()
     loop = asyncio.get_running_loop()
-    tls = {"ssl": tls_context(), "server_hostname": target.host} if target.scheme == "https" else {}
-    _transport, wire = await loop.create_connection(lambda: Wire(loop), target.host, target.port,
-                                                    **tls)
+    if target.scheme == "https":
+        _transport, wire = await loop.create_connection(
+            lambda: Wire(loop), target.host, target.port, ssl=tls_context(),
+            server_hostname=target.host)
+    else:
+        _transport, wire = await loop.create_connection(lambda: Wire(loop), target.host,
+                                                        target.port)
     return wire, False
 
 
@@ -98,7 +102,7 @@ class AsyncUpstreamResponse:
         self._keep_alive = keep_alive and not self._body.until_close
         self._released = False
 
-    async def iter_bytes(self) -> AsyncIterator[bytes]:
+    async def iter_bytes(self) -> AsyncGenerator[bytes, None]:
         """Body bytes as they arrive; the connection is pooled again after a full read."""
         complete = False
         try:

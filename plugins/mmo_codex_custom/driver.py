@@ -11,7 +11,7 @@ them, and falls back to its own environment/credentials.env when absent.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
@@ -104,7 +104,8 @@ class CodexCustomRoute(RouteDriver):
 
     def validate_model(self, model: Any, route: Any, where: str) -> None:
         if model.route != route.id:
-            raise DriverConfigError(where, f"model belongs to route {model.route!r}, not {route.id!r}")
+            raise DriverConfigError(
+                where, f"model belongs to route {model.route!r}, not {route.id!r}")
         if not model.upstream_id.strip():
             raise DriverConfigError(where, "upstream_id must not be empty")
         if model.provider_routing is not None and route.wire_protocol != "openai_chat":
@@ -167,7 +168,7 @@ class CodexCustomRoute(RouteDriver):
         return translate(call.conv, model.id, upstream.iter_bytes(), content_type)
 
     async def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
-                                    env: Mapping[str, str]) -> AsyncIterator[Any]:
+                                    env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
         """The same answer on the gateway's event loop (no worker thread, pooled upstream)."""
         call = self._upstream_call(route, model, body, env)
         upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
@@ -189,6 +190,7 @@ class CodexCustomRoute(RouteDriver):
                        env: Mapping[str, str]) -> UpstreamCall:
         """Everything both paths send upstream: URL, translated payload, headers, timeout."""
         options = self.validate_options(route.options, f"routes.{route.id}.options")
+        assert isinstance(options, CustomRouteOptions)
         headers = {**options.static_headers, **self._secret_headers(route, options, env)}
         url = route.base_url.rstrip("/") + ENDPOINTS[route.wire_protocol]
         timeout = options.upstream_timeout_seconds

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
@@ -206,7 +206,7 @@ def translate_anthropic_stream(conv: Conversation, model_id: str, chunks: Iterat
 
 async def translate_anthropic_stream_async(conv: Conversation, model_id: str,
                                            chunks: AsyncIterator[bytes],
-                                           content_type: str) -> AsyncIterator[Any]:
+                                           content_type: str) -> AsyncGenerator[Any, None]:
     """The same translation for the gateway's async path."""
     tr = AnthropicStreamTranslator(conv, model_id)
     yield tr.out.created()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
@@ -193,7 +193,7 @@ def translate_chat_stream(conv: Conversation, model_id: str, chunks: Iterator[by
 
 async def translate_chat_stream_async(conv: Conversation, model_id: str,
                                       chunks: AsyncIterator[bytes],
-                                      content_type: str) -> AsyncIterator[Any]:
+                                      content_type: str) -> AsyncGenerator[Any, None]:
     """The same translation for the gateway's async path."""
     tr = ChatStreamTranslator(conv, model_id)
     yield tr.start()

@@ -8,7 +8,7 @@ watched (not altered) for ``response.completed`` usage, for the log.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
@@ -48,18 +48,20 @@ class ResponsesWatcher:
             return
         whole = b"".join([*self._pending, chunk[:cut]]) if self._pending else chunk[:cut]
         self._pending = [chunk[cut:]] if cut < len(chunk) else []
-        if COMPLETED in whole:
-            self._scan(whole)
+        self._scan(whole)
 
     def note(self) -> LogNote:
-        rest = b"".join(self._pending)
-        if COMPLETED in rest:
-            self._scan(rest)
+        self._scan(b"".join(self._pending))
         return LogNote(usage=self.usage, upstream_model=self.upstream_model)
 
     def _scan(self, frames: bytes) -> None:
+        """Decode ``frames`` (whole frames) from the first one mentioning completion on."""
+        found = frames.find(COMPLETED)
+        if found < 0:
+            return
+        start = _frame_end(frames[:found])
         decoder = SseDecoder()
-        for frame in decoder.feed(frames) + decoder.close():
+        for frame in decoder.feed(frames[max(start, 0):]) + decoder.close():
             if frame.event != "response.completed":
                 continue
             try:
@@ -79,7 +81,8 @@ def relay_responses_stream(chunks: Iterator[bytes]) -> Iterator[Any]:
     yield watcher.note()
 
 
-async def relay_responses_stream_async(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+async def relay_responses_stream_async(chunks: AsyncIterator[bytes]
+                                       ) -> AsyncGenerator[Any, None]:
     """The same relay for the gateway's async path."""
     watcher = ResponsesWatcher()
     async for chunk in chunks:
