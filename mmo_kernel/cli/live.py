@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from .output import bold, duration, short, tokens, use_colour
+from .output import bold, duration, short, tokens
 
 JOB_REFRESH_SECONDS = 0.5
 """Job records are re-read at most this often; the root record comes with every call."""
@@ -134,7 +134,8 @@ class LiveView:
             who = f"{row.agent} [{row.route}]" if row.route else row.agent
             extra = f" ({row.detail})" if row.detail else ""
             usage = f", {row.tokens}" if row.tokens else ""
-            self.stream.write(f"[{stamp:>6}] {row.label} {who}: {row.status}{extra}{usage}\n")
+            name = row.label if row.key == "root" else f"job {row.label}"
+            self.stream.write(f"[{stamp:>6}] {name} {who}: {row.status}{extra}{usage}\n")
 
     def _redraw(self, rows: list[Row]) -> None:
         headers = ("", "agent", "route", "status", "elapsed", "tokens", "")
@@ -163,11 +164,3 @@ class LiveView:
         except Exception:  # same as __call__: display only
             pass
 
-
-def colour_status(status: str, stream: TextIO) -> str:
-    """Green for done, red for failure, yellow otherwise — on a terminal only."""
-    if not use_colour(stream):
-        return status
-    code = {"completed": 32, "failed": 31, "cancelled": 31, "stopped": 33,
-            "detached": 33, "suspended": 33}.get(status, 0)
-    return f"\033[{code}m{status}\033[0m" if code else status
