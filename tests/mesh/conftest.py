@@ -7,16 +7,32 @@ def _no_leftover_processes(mmo_process_guard):
     yield
 
 
-@pytest.fixture
-def team(mmo_env, mmo_standin, mmo_git_workspace):
-    """A real job-lab session on the stand-in (offline routes); gateway stopped afterwards."""
-    from mesh.realkit import JOB_LAB, OFFLINE, Team
+def _team(profile, cwd):
+    from mesh.realkit import OFFLINE, Team
 
     from mmo_kernel.api import create_session
 
-    made = Team(create_session(JOB_LAB, cwd=mmo_git_workspace, bindings=OFFLINE))
-    yield made
-    made.close()
-    from mmo_kernel.gateway.process import stop_gateway
+    made = Team(create_session(profile, cwd=cwd, bindings=OFFLINE))
+    try:
+        yield made
+    finally:
+        made.close()
+        from mmo_kernel.gateway.process import stop_gateway
 
-    stop_gateway()
+        stop_gateway()
+
+
+@pytest.fixture
+def team(mmo_env, mmo_standin, mmo_git_workspace):
+    """A real job-lab session on the stand-in (offline routes); gateway stopped afterwards."""
+    from mesh.realkit import JOB_LAB
+
+    yield from _team(JOB_LAB, mmo_git_workspace)
+
+
+@pytest.fixture
+def depth_team(mmo_env, mmo_standin, mmo_git_workspace):
+    """A real session of ``profiles/mesh-depth`` (lead -> manager -> plain, max_depth 2)."""
+    from mesh.realkit import MESH_DEPTH
+
+    yield from _team(MESH_DEPTH, mmo_git_workspace)

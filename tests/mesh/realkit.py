@@ -18,6 +18,7 @@ from mmo_kernel.mcp_client import McpClient, connect
 from mmo_kernel.standin.mcp_calls import server_entry, tool_server
 
 JOB_LAB = Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "job-lab"
+MESH_DEPTH = Path(__file__).resolve().parent / "profiles" / "mesh-depth"
 OFFLINE = {"*": "local_scripted"}
 SUPERVISOR_KEYS = ("result_path", "events_path", "stderr_path", "socket_path",
                    "control_socket_path", "partial_result_path", "structured_result_path",

@@ -214,3 +214,35 @@ def test_detach_compact_pause_stop_respond_fork_and_effort_reach_the_real_jobs(t
     assert _status(root, quick)["control_revision"] == 1
     done = ok(root, "agents_wait", {"job_ids": [forked["job_id"]], "timeout_seconds": 30})
     assert done["unfinished"] == []
+
+
+def test_a_delegating_worker_spawns_controls_and_cancels_with_its_own_job_id(depth_team):
+    from mmo_kernel.api import load_job
+
+    root = depth_team.root()
+    manager_id = ok(root, "agent_spawn", {"agent": "manager", "task": "plan FAKE_SLEEP=30"})[
+        "job_id"]
+    manager = depth_team.worker(load_job(manager_id))
+    tools = {tool.name: tool for tool in manager.list_tools()}
+    assert {"agent_spawn", "agents_spawn", "agent_cancel"} <= set(tools)
+    assert set(tools).isdisjoint({"agent_result_accept", "agent_result_reject",
+                                  "agent_patch_integrate"})
+    assert tools["agent_spawn"].inputSchema["properties"]["agent"]["enum"] == ["plain"]
+    with pytest.raises(McpRpcError) as caught:
+        manager.call_tool("agent_spawn", {"agent": "manager", "task": "recurse"})
+    assert caught.value.code == -32602 and "must be one of plain" in str(caught.value.data)
+
+    child = ok(manager, "agent_spawn", {"agent": "plain", "task": "dig FAKE_SLEEP=30"})
+    assert child["depth"] == 2 and child["caller_agent"] == "manager"
+    assert child["caller_job_id"] == manager_id
+    [started] = [e for e in _events(depth_team, "agent_started")
+                 if e["job_id"] == child["job_id"]]
+    assert started["caller_job_id"] == manager_id
+    assert wait_live(manager, child["job_id"])["job"]["job_id"] == child["job_id"]
+    assert ok(manager, "agent_trace", {"job_id": child["job_id"], "limit": 1})["records"]
+    assert "not a descendant" in refused(manager, "agent_trace", {"job_id": manager_id})
+
+    gone = ok(manager, "agent_cancel", {"job_id": child["job_id"], "reason": "enough digging"})
+    assert [j["status"] for j in gone["jobs"]] == ["cancelled"]
+    ok(root, "agent_cancel", {"job_id": manager_id, "reason": "plan dropped"})
+    assert load_job(manager_id)["status"] == "cancelled"
