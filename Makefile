@@ -26,10 +26,8 @@ $(STAMP): pyproject.toml
 	npm install --prefix .codex-cli --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
 	@touch $@
 
-# Until `mmo demo` exists this shows what is installed (see README).
 demo: setup
-	$(VENV)/bin/mmo plugins
-	$(VENV)/bin/mmo profiles list
+	$(VENV)/bin/mmo demo
 
 test: setup
 	$(VENV)/bin/python -m pytest -n 2 -q
