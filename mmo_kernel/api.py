@@ -38,6 +38,7 @@ from .profiles import clone_profile, load_profile, validate_profile
 from .retention import clean_state as _clean_state
 from .root_exec import run_root_exec
 from .session_create import create_session
+from .session_env import session_environment
 from .session_lifecycle import (
     cancel_session,
     compact_session,
@@ -48,7 +49,6 @@ from .session_lifecycle import (
     stop_session,
 )
 from .session_records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
-from .session_env import session_environment
 from .session_state import finish_session, mark_session_running, taint_session, update_session
 from .session_views import (
     iter_session_runs,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
-from importlib import metadata
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 import pluggy

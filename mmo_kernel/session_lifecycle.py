@@ -15,7 +15,12 @@ from .audit import append_audit
 from .control_socket import ControlDeliveryUnknown, send_control_request
 from .evidence import write_partial
 from .processes import process_matches, terminate_process_groups
-from .session_records import TERMINAL_SESSION_STATUSES, read_session_record, session_dir, session_file
+from .session_records import (
+    TERMINAL_SESSION_STATUSES,
+    read_session_record,
+    session_dir,
+    session_file,
+)
 from .session_state import HOST_FIELDS, REMOVE, reconcile, transition, update_session
 from .state import lifecycle_lock, runtime_lock
 

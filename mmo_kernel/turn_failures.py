@@ -9,7 +9,7 @@ as ``usageLimitExceeded`` or an object such as
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 _RETRY_AT = re.compile(
@@ -61,7 +61,7 @@ def _retry_fields(message: str) -> dict[str, Any]:
 
 def _zone_offset(zone: str) -> timezone:
     if zone.upper() in {"UTC", "GMT", "Z"}:
-        return timezone.utc
+        return UTC
     sign = -1 if zone.startswith("-") else 1
     digits = zone[1:].replace(":", "")
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from mmo_kernel.audit import append_audit
+from mmo_kernel.contract_check import check_result
 from mmo_kernel.evidence import final_message
 from mmo_kernel.goals import goal_prompt
 from mmo_kernel.jobs.records import (
@@ -32,7 +33,6 @@ from mmo_kernel.state import atomic_write_json, atomic_write_text
 from mmo_kernel.turn_failures import normalize_turn_failure
 
 from .agent_host import AgentHost, HostFields, HostStopped
-from mmo_kernel.contract_check import check_result
 from .errors import TransportLost
 
 JOB_FIELDS = HostFields(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,14 @@ from mmo_kernel.session_lifecycle import (
 from mmo_kernel.session_records import read_session_record, session_dir, session_file
 from mmo_kernel.state import lifecycle_lock
 
-from .conftest import OFFLINE, TURN_PROFILE, Background, sent_methods, session_id_of_latest, wait_until
+from .conftest import (
+    OFFLINE,
+    TURN_PROFILE,
+    Background,
+    sent_methods,
+    session_id_of_latest,
+    wait_until,
+)
 
 
 def start_slow(workspace, seconds=20):
