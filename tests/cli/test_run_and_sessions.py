@@ -8,7 +8,9 @@ import pty
 import subprocess
 from pathlib import Path
 
-from .conftest import MMO, TURN_PROFILE, mmo, mmo_json, one_line_error
+from mmo_kernel.session_lifecycle import load_session
+
+from .conftest import MMO, TURN_PROFILE, mmo, mmo_json, one_line_error, wait_until
 
 
 def test_offline_run_streams_changes_prints_the_result_and_is_listed(live):
@@ -42,7 +44,7 @@ def test_offline_run_streams_changes_prints_the_result_and_is_listed(live):
 
 
 def test_wall_detaches_with_124_then_stop_finishes_the_session(live):
-    out = mmo("run", TURN_PROFILE, "work slowly FAKE_SLEEP=30", "--offline", "--wall", "2",
+    out = mmo("run", TURN_PROFILE, "work slowly FAKE_SLEEP=30", "--offline", "--wall", "8",
               "--cwd", str(live))
     assert out.returncode == 124, out.stderr
     assert "the wall limit expired" in out.stderr and "root-partial-result.md" in out.stderr
@@ -92,14 +94,18 @@ def test_on_a_terminal_the_view_is_redrawn_in_place(live):
     assert "completed" in screen
 
 
-def test_pause_continue_and_cancel_a_detached_session(live):
-    out = mmo("run", TURN_PROFILE, "slow FAKE_SLEEP=30", "--offline", "--wall", "2",
+def test_pause_compact_continue_and_cancel_a_detached_session(live):
+    out = mmo("run", TURN_PROFILE, "slow FAKE_SLEEP=30", "--offline", "--wall", "8",
               "--cwd", str(live))
     assert out.returncode == 124, out.stderr
     sid = out.stderr.splitlines()[0].split()[1]
+    wait_until(lambda: load_session(sid).get("root_thread_id"), what="the root thread")
     paused = mmo("pause", sid)
     assert paused.returncode == 0 and f"session {sid}: paused" in paused.stdout, paused.stderr
     assert mmo_json("session", "show", sid)["session"]["partial_result_path"]
+    compacted = mmo_json("compact", sid)
+    assert compacted["session"]["status"] == "paused", compacted
+    assert compacted["session"]["root_compacted_at"] and "message" not in compacted
     resumed = mmo_json("continue", sid, "--input", "finish now FAKE_SLEEP=30")
     assert resumed["session"]["status"] == "running"
     cancelled = mmo("cancel", sid)
