@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -32,6 +33,9 @@ async def _serve(host: str, port: int, prefer_port: int | None) -> None:
         except OSError as exc:
             raise ListenError(str(exc)) from None
     ensure_private_dir(gateway_dir())
+    # Start-up objects (modules, drivers, catalog) live for the whole process;
+    # freezing them keeps the cyclic GC from re-scanning them mid-stream.
+    gc.freeze()
     token = process_start_token(os.getpid()) or ""
     atomic_write_json(record_path(), new_record(os.getpid(), token, bound[0], bound[1]))
     loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ without restarting the shared gateway, at the cost of a few ``stat`` calls.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +20,9 @@ from typing import Any
 from .. import catalog as catalog_module
 from ..catalog import Model, Route
 from ..paths import config_dir
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 class _CredentialsFile:
@@ -64,7 +68,9 @@ def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str
         raise ValueError(f"invalid credential name {name!r}")
     env = os.environ if environ is None else environ
     value = env.get(name) or _credentials_file.values().get(name)
-    return check_credential_value(name, value) if value else None
+    if value and _CONTROL.search(value):
+        check_credential_value(name, value)  # raises the kernel's error, naming only ``name``
+    return value or None
 
 
 class CredentialEnv(Mapping[str, str]):

@@ -15,6 +15,7 @@ mapped by ``map_upstream_status``.
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from .upstream import Target, map_upstream_status, post_target, tls_context
 from .upstream_wire import BodyDecoder, UpstreamProtocolError, Wire, read_head
 
 MAX_IDLE_PER_HOST = 32
+_UNSAFE = re.compile(r"[\r\n\0]")
 MAX_ERROR_BODY = 1024 * 1024
 Key = tuple[str, str, int]
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Key, list[Wire]]] = (
@@ -75,14 +77,13 @@ def _request_head(target: Target) -> bytes:
     host = f"[{target.host}]" if ":" in target.host else target.host
     if target.port != (443 if target.scheme == "https" else 80):
         host = f"{host}:{target.port}"
-    lines = [f"POST {target.path} HTTP/1.1", f"Host: {host}"]
-    for name, value in target.headers.items():
-        if any(c in name or c in value for c in "\r\n\0"):
-            raise GatewayError(502, error_body(f"route header {name!r} has an invalid value",
-                                               "server_error", "bad_route"))
-        lines.append(f"{name}: {value}")
+    fields = "".join(f"{name}: {value}\r\n" for name, value in target.headers.items())
+    if _UNSAFE.search(fields.replace("\r\n", " ")):
+        bad = next(n for n, v in target.headers.items() if _UNSAFE.search(f"{n}{v}"))
+        raise GatewayError(502, error_body(f"route header {bad!r} has an invalid value",
+                                           "server_error", "bad_route"))
     try:
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return f"POST {target.path} HTTP/1.1\r\nHost: {host}\r\n{fields}\r\n".encode("latin-1")
     except UnicodeEncodeError:
         raise GatewayError(502, error_body("route header values must be latin-1 text",
                                            "server_error", "bad_route")) from None

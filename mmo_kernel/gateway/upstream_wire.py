@@ -185,42 +185,53 @@ class BodyDecoder:
         return data
 
     def _chunked(self, wire: Wire) -> bytes:
-        out: list[bytes] = []
+        """Decode in place: one pass over the buffer, one cut at the end."""
         buffer = wire.buffer
-        while buffer:
-            if self._state == "data":
-                assert self.left is not None
-                piece = wire.take(min(self.left, len(buffer)))
-                out.append(piece)
-                self.left -= len(piece)
-                if self.left == 0:
-                    self._state = "crlf"
-                continue
-            if self._state == "crlf":
-                if len(buffer) < 2:
+        view = memoryview(buffer)
+        out: list[bytes] = []
+        pos, size = 0, len(buffer)
+        try:
+            while pos < size:
+                if self._state == "data":
+                    assert self.left is not None
+                    end = min(pos + self.left, size)
+                    out.append(bytes(view[pos:end]))
+                    self.left -= end - pos
+                    pos = end
+                    if self.left == 0:
+                        self._state = "crlf"
+                    continue
+                if self._state == "crlf":
+                    if size - pos < 2:
+                        break
+                    if buffer[pos:pos + 2] != b"\r\n":
+                        raise UpstreamProtocolError("chunk not terminated by CRLF")
+                    pos += 2
+                    self._state = "size"
+                    continue
+                end = buffer.find(b"\r\n", pos)
+                if end < 0:
+                    if size - pos > MAX_LINE:
+                        raise UpstreamProtocolError("chunk size line too long")
                     break
-                if buffer[:2] != b"\r\n":
-                    raise UpstreamProtocolError("chunk not terminated by CRLF")
-                del buffer[:2]
-                self._state = "size"
-                continue
-            end = buffer.find(b"\r\n")
-            if end < 0:
-                if len(buffer) > MAX_LINE:
-                    raise UpstreamProtocolError("chunk size line too long")
-                break
-            line = wire.take(end + 2)[:-2]
-            if self._state == "trailer":
-                if not line:
-                    self.done = True
-                    break
-                continue  # trailer fields are not used
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise UpstreamProtocolError("bad chunk size") from None
-            if size < 0:
-                raise UpstreamProtocolError("bad chunk size")
-            self.left = size
-            self._state = "data" if size else "trailer"
+                line, pos = bytes(view[pos:end]), end + 2
+                if self._state == "trailer":
+                    if not line:
+                        self.done = True
+                        break
+                    continue  # trailer fields are not used
+                self._size_line(line)
+        finally:
+            view.release()
+            del buffer[:pos]
         return b"".join(out) if len(out) != 1 else out[0]
+
+    def _size_line(self, line: bytes) -> None:
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise UpstreamProtocolError("bad chunk size") from None
+        if size < 0:
+            raise UpstreamProtocolError("bad chunk size")
+        self.left = size
+        self._state = "data" if size else "trailer"
