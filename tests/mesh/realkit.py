@@ -90,8 +90,8 @@ class Team:
             if job["status"] not in TERMINAL_JOB_STATUSES:
                 cancel_job(job["job_id"], self.session_id, reason="test teardown")
         for job in list_jobs(self.session_id):
-            wait_until(lambda: not process_matches(job.get("runner_pid"),
-                                                   job.get("runner_start_token")),
+            pid, token = job.get("runner_pid"), job.get("runner_start_token")
+            wait_until(lambda p=pid, t=token: not process_matches(p, t),
                        what=f"job host of {job['job_id']} to exit")
 
 

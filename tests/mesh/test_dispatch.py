@@ -86,7 +86,8 @@ def test_a_writers_patch_is_accepted_and_integrated_into_the_workspace(team):
     assert (Path(cwd) / "notes" / "plan.md").read_text() == "step one\n"
     after = ok(root, "agent_status", {"job_ids": [job["job_id"]]})["jobs"][0]
     assert after["result_state"] == "integrated"
-    assert "notes/plan.md" in str(integrated)
+    assert integrated["result_state"] == "integrated"
+    assert integrated["patch"]["changed_paths"] == ["notes/plan.md"]
 
 
 def test_controls_interrupt_continue_finalize_steer_cancel_and_traces(team):
@@ -209,7 +210,7 @@ def test_detach_compact_pause_stop_respond_fork_and_effort_reach_the_real_jobs(t
     assert "go on" in ok(root, "agent_result", {"job_id": asking})["content"]
     fork = ok(root, "agent_fork", {"job_id": quick, "expected_revision": 0,
                                    "task": "try it differently"})
-    forked = fork.get("job", fork)
+    forked = fork
     assert forked["job_id"] != quick and forked["fork_source_job_id"] == quick
     assert _status(root, quick)["control_revision"] == 1
     done = ok(root, "agents_wait", {"job_ids": [forked["job_id"]], "timeout_seconds": 30})
