@@ -53,11 +53,16 @@ def _elapsed(start: Any, end: Any) -> str:
 
 
 def _route_ids(snapshot_hash: Any) -> dict[str, str]:
-    """agent -> model key the snapshot bound it to (empty when unreadable)."""
+    """agent -> route id the snapshot bound it to (empty when unreadable).
+
+    The manifest names each agent's model key, ``<route>__<slug>``; route ids
+    never contain ``__``, so the route is the part before it.
+    """
     try:
         from ..snapshots import load_snapshot
 
-        return dict(load_snapshot(str(snapshot_hash))["manifest"].get("route_ids") or {})
+        keys = load_snapshot(str(snapshot_hash))["manifest"].get("route_ids") or {}
+        return {agent: str(key).split("__", 1)[0] for agent, key in keys.items()}
     except Exception:  # the view must never break a run
         return {}
 

@@ -30,7 +30,7 @@ def test_a_worker_spawned_during_the_run_appears_with_agent_route_and_status(liv
     done = wait_until(lambda: load_job(job["job_id"])["status"] != "running" and
                       load_job(job["job_id"]), what="the job to end")
     lines = [line for line in err.splitlines() if f"job {job['job_id']} " in line]
-    prefix = f"job {job['job_id']} flagship_escalation [local_scripted__scripted]: "
+    prefix = f"job {job['job_id']} flagship_escalation [local_scripted]: "
     assert lines and all(line.split("] ", 1)[1].startswith(prefix) for line in lines), err
     assert any("second opinion" in line for line in lines)
     assert lines[-1].split("] ", 1)[1].startswith(prefix + done["status"]), err

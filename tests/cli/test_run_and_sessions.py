@@ -20,7 +20,7 @@ def test_offline_run_streams_changes_prints_the_result_and_is_listed(live):
     assert "FAKE_CODEX_OK" in out.stdout and "\033[" not in out.stdout + out.stderr
     progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
     assert len(progress) == len(set(line.split("] ", 1)[1] for line in progress))  # changes only
-    assert any("root escalation_lead [local_scripted__scripted]: running" in p for p in progress)
+    assert any("root escalation_lead [local_scripted]: running" in p for p in progress)
     assert "completed" in progress[-1] and " in / " in progress[-1]
     sid = out.stderr.splitlines()[0].split()[1]
     assert f"session {sid} completed after" in out.stderr
