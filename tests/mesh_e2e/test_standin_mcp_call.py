@@ -46,7 +46,7 @@ def _write_config(home: Path, approval: str = "approve") -> None:
         f"command = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(FIXTURE_SERVER))}]\n"
         'env_vars = ["FORWARDED"]\n'
-        'enabled_tools = ["echo", "add", "fail", "getenv"]\n'
+        'enabled_tools = ["echo", "add", "fail", "getenv", "crash"]\n'
         f'default_tools_approval_mode = "{approval}"\n'
         "[mcp_servers.fixture.env]\n"
         'FIXED = "from-config"\n', encoding="utf-8")
@@ -70,6 +70,7 @@ CALLS = "\n".join([
     "FAKE_MCP_CALL nowhere.echo {}",
     'FAKE_MCP_CALL fixture.echo {"text": "{{12.sum}}"}',
     'FAKE_MCP_CALL fixture.echo {"text": "{{1.missing}}"}',
+    "FAKE_MCP_CALL fixture.crash {}",
 ])
 
 
@@ -87,7 +88,7 @@ def test_calls_run_in_order_with_config_env_and_earlier_results(
         ("fixture", "getenv", "completed"), ("fixture", "getenv", "completed"),
         ("fixture", "fail", "failed"), ("fixture", "hidden", "failed"),
         ("nowhere", "echo", "failed"), ("fixture", "echo", "failed"),
-        ("fixture", "echo", "failed")]
+        ("fixture", "echo", "failed"), ("fixture", "crash", "failed")]
     texts = [i["result"]["content"][0]["text"] if i["result"] else None for i in items]
     assert items[0]["result"]["structuredContent"] == {"sum": 5}
     assert texts[1] == "sum=5" and items[1]["arguments"] == {"text": "sum=5"}
@@ -98,13 +99,15 @@ def test_calls_run_in_order_with_config_env_and_earlier_results(
     assert "'nowhere' is not configured" in items[8]["error"]["message"]
     assert "there is no earlier call 12" in items[9]["error"]["message"]
     assert "no field 'missing'" in items[10]["error"]["message"]
+    assert items[11]["result"] is None
+    assert items[11]["error"]["message"].startswith("tool MCP server fixture: ")
     final = turn["items"][-1]
     assert final["type"] == "agentMessage" and final["text"].startswith("FAKE_CODEX_OK")
     assert "(mcp fixture.echo: completed: sum=5)" in final["text"]
     started = [m["params"]["item"] for m in client.received
                if m.get("method") == "item/started"
                and m["params"]["item"]["type"] == "mcpToolCall"]
-    assert len(started) == 11 and {i["status"] for i in started} == {"inProgress"}
+    assert len(started) == 12 and {i["status"] for i in started} == {"inProgress"}
     notifications = _validator(protocol_schema, "ServerNotification")
     for message in client.received:
         if "method" in message and "id" not in message:
