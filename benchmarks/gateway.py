@@ -167,7 +167,8 @@ def measure_round(args: argparse.Namespace, up_port: int, gw_port: int, body: by
 def report(args: argparse.Namespace, rounds: list[dict[str, float]]) -> None:
     med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     print(f"{args.requests} interleaved streamed requests per round ({EVENTS + 1} SSE events "
-          f"each), {len(rounds)} rounds; medians over rounds")
+          f"each, request input {args.input_kb or 'tiny'} KiB), {len(rounds)} rounds; "
+          "medians over rounds")
     print("load average (1 min) per round: " + ", ".join(f"{r['load']:.2f}" for r in rounds))
     print(f"{'':22}{'direct':>9}{'gateway':>9}{'added':>8}{'ratio':>7}")
     for name in ("ttfb", "total"):
@@ -202,6 +203,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
+    parser.add_argument("--input-kb", type=int, default=0,
+                        help="pad the request's input to this many KiB (Codex sends history)")
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
@@ -226,7 +229,8 @@ def main() -> int:
                                       start_new_session=True))
         record = json.loads(wait_for_file(work / "state" / "gateway" / "gateway.json"))
         gw_port = record["port"]
-        body = json.dumps({"model": "bench_route__m", "input": "hi", "stream": True}).encode()
+        text = "hi " * (args.input_kb * 1024 // 3) if args.input_kb else "hi"
+        body = json.dumps({"model": "bench_route__m", "input": text, "stream": True}).encode()
         gateway = psutil.Process(record["pid"])
         rounds = [measure_round(args, up_port, gw_port, body, gateway) for _ in range(args.repeat)]
         report(args, rounds)
