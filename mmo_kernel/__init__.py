@@ -2,26 +2,40 @@
 
 Built-in drivers live in ``plugins/`` and reach the kernel only through the
 ``mmo.plugins`` entry-point group, exactly like a third party's plugin.
+Importing this package stays cheap (``mmo mcp`` starts for every agent
+thread): pluggy and the distribution metadata are loaded on first use.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
-
-import pluggy
+from functools import lru_cache
+from typing import Any
 
 PROJECT_NAME = "mmo"
 
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
-"""Marker for plugin hook implementations: ``@mmo_kernel.hookimpl``."""
 
-
+@lru_cache(maxsize=1)
 def package_version() -> str:
     """The installed distribution's version; records carry it to refuse foreign writers."""
+    from importlib import metadata
+
     try:
         return metadata.version(PROJECT_NAME)
     except metadata.PackageNotFoundError:  # running from a source tree without install
         return "0.0.0+source"
+
+
+@lru_cache(maxsize=1)
+def _hookimpl() -> Any:
+    import pluggy
+
+    return pluggy.HookimplMarker(PROJECT_NAME)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "hookimpl":  # marker for plugin hook implementations: ``@mmo_kernel.hookimpl``
+        return _hookimpl()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["PROJECT_NAME", "hookimpl", "package_version"]
