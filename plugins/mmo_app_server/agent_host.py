@@ -283,6 +283,8 @@ class AgentHost(ABC):
         while not self.wake.wait(WAIT_SLICE_SECONDS):
             if self.intent in ("stop", "pause"):
                 raise HostStopped()
+        if self.intent in ("stop", "pause"):  # woken by stop/pause, not by continue
+            raise HostStopped()
         with self.lock:
             text, self.continue_input = self.continue_input or "Continue.", None
         return self.start_turn(text, **self.continuation_overrides())

@@ -175,3 +175,26 @@ def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
     assert read_job_record(job_id)["status"] == "completed"
     events = [e["event"] for e in read_jsonl(session_file(session["session_id"], "audit.jsonl"))]
     assert events.count("root_completion_deferred") == 1
+
+
+def test_stop_of_an_interrupted_job_stops_it_without_another_turn(session):
+    import time
+
+    from mmo_kernel.jobs.controls import control_job
+
+    job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
+    deadline = time.monotonic() + 30
+    while not read_job_record(job_id).get("active_turn_id"):
+        assert time.monotonic() < deadline, "the job never started a turn"
+        time.sleep(0.05)
+    control_job(job_id, "interrupt", session["session_id"], "lead",
+                expected_revision=read_job_record(job_id).get("control_revision", 0))
+    settle_status = read_job_record(job_id)
+    deadline = time.monotonic() + 20
+    while read_job_record(job_id)["status"] != "paused":
+        assert time.monotonic() < deadline, "the interrupted job did not pause"
+        time.sleep(0.05)
+    control_job(job_id, "stop", session["session_id"], "lead",
+                expected_revision=read_job_record(job_id).get("control_revision", 0))
+    stopped = settle(job_id, "stopped")
+    assert len(turn_starts(stopped)) == 1, settle_status
