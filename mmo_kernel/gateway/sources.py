@@ -21,8 +21,22 @@ from .. import catalog as catalog_module
 from ..catalog import Model, Route
 from ..paths import config_dir
 
-
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
+_CONFIG_ENV = ("MMO_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME")
+_config_dirs: dict[tuple[str | None, ...], str] = {}
+
+
+def config_path(*parts: str) -> str:
+    """``config_dir()/parts`` as a string, memoised on the variables that decide it.
+
+    Building the ``Path`` on every request was a visible share of the
+    gateway's per-request cost; the answer only changes with these variables.
+    """
+    key = tuple(os.environ.get(name) for name in _CONFIG_ENV)
+    base = _config_dirs.get(key)
+    if base is None:
+        base = _config_dirs[key] = str(config_dir())
+    return os.path.join(base, *parts)
 
 
 class _CredentialsFile:
@@ -42,17 +56,16 @@ class _CredentialsFile:
 
     def values(self) -> dict[str, str]:
         from ..credentials import parse_credentials
-        from ..paths import credentials_path
 
-        path = credentials_path()
+        path = config_path("credentials.env")
         try:
             info = os.stat(path)
         except FileNotFoundError:
             return {}
-        key = (str(path), info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode, info.st_uid)
+        key = (path, info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode, info.st_uid)
         with self._lock:
             if key != self._key:
-                self._values = parse_credentials(path)
+                self._values = parse_credentials(Path(path))
                 self._key = key
             return self._values
 
@@ -119,7 +132,7 @@ class CatalogView:
 
     def _files_stamp(self) -> tuple[Any, ...]:
         """Cheap change detector: the fragment dir's mtime plus each catalog file's stat."""
-        fragments = os.path.join(config_dir(), "catalog.d")
+        fragments = config_path("catalog.d")
         try:
             dir_stamp = os.stat(fragments).st_mtime_ns
         except OSError:

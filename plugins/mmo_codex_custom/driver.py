@@ -10,6 +10,7 @@ them, and falls back to its own environment/credentials.env when absent.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
@@ -42,6 +43,7 @@ FORBIDDEN_HEADERS = frozenset({"authorization", "x-api-key", "host", "content-le
 ENDPOINTS = {"openai_responses": "/responses", "openai_chat": "/chat/completions",
              "anthropic_messages": "/messages"}
 ANTHROPIC_VERSION = "2023-06-01"
+_validated: dict[int, tuple[Any, CustomRouteOptions]] = {}
 
 
 class UpstreamCall(NamedTuple):
@@ -80,6 +82,7 @@ class CodexCustomRoute(RouteDriver):
 
     def validate_route(self, route: Any, where: str) -> None:
         options = self.validate_options(route.options, f"{where}.options")
+        assert isinstance(options, CustomRouteOptions)
         if route.id in RESERVED_PROVIDER_IDS:
             raise DriverConfigError(where, f"route id {route.id!r} is reserved by Codex")
         if not route.base_url:
@@ -189,8 +192,7 @@ class CodexCustomRoute(RouteDriver):
     def _upstream_call(self, route: Any, model: Any, body: dict[str, Any],
                        env: Mapping[str, str]) -> UpstreamCall:
         """Everything both paths send upstream: URL, translated payload, headers, timeout."""
-        options = self.validate_options(route.options, f"routes.{route.id}.options")
-        assert isinstance(options, CustomRouteOptions)
+        options = self._options(route)
         headers = {**options.static_headers, **self._secret_headers(route, options, env)}
         url = route.base_url.rstrip("/") + ENDPOINTS[route.wire_protocol]
         timeout = options.upstream_timeout_seconds
@@ -204,6 +206,23 @@ class CodexCustomRoute(RouteDriver):
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
         payload = anthropic_request(conv, model, options.max_output_tokens)
         return UpstreamCall(url, payload, headers, timeout, conv)
+
+    def _options(self, route: Any) -> CustomRouteOptions:
+        """Validated options, remembered per options mapping while its content is unchanged.
+
+        Validation per request was measurable; comparing the mapping with a
+        snapshot of it is not, and still notices a mapping edited in place.
+        """
+        raw = route.options
+        cached = _validated.get(id(raw))
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        options = self.validate_options(raw, f"routes.{route.id}.options")
+        assert isinstance(options, CustomRouteOptions)
+        if len(_validated) >= 256:
+            _validated.clear()
+        _validated[id(raw)] = (copy.deepcopy(raw), options)
+        return options
 
     def _secret_headers(self, route: Any, options: CustomRouteOptions,
                         env: Mapping[str, str]) -> dict[str, str]:
