@@ -239,8 +239,21 @@ class Exchange:
         if self.record.get("error"):
             secrets = list(self.supplied.values())
             if self.route.credential_env:
-                secrets.append(credential_value(self.route.credential_env) or "")
+                secrets.append(_readable_secret(self.route.credential_env))
         self.server.log.write(self.record, secrets)
+
+
+def _readable_secret(name: str) -> str:
+    """The credential to scrub from a logged error; "" when it cannot be read.
+
+    An unreadable ``credentials.env`` (wrong mode, bad line) is often the very
+    error being logged; it must not also abort the answer. A value that
+    cannot be read was never sent, so there is nothing to scrub.
+    """
+    try:
+        return credential_value(name) or ""
+    except (OSError, ValueError, RuntimeError):
+        return ""
 
 
 def _stream_code(status: int) -> str:
