@@ -199,13 +199,15 @@ def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, A
         raise
     _retire_root(record, grace_seconds=2.0)
     fields: dict[str, Any] = {f: REMOVE for f in HOST_FIELDS}
-    fields.update(failure=REMOVE, resume_error=REMOVE, error=REMOVE, status="running",
+    fields.update(failure=REMOVE, resume_error=REMOVE, error=REMOVE,
                   root_continue_input=input_text or "Continue.")
     update_session(sid, **fields)
     spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
     host = get_driver("execution_hosts", spec.host)
     pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
-    return update_session(sid, root_pid=pid, root_pgid=pid, root_start_token=token)
+    # one write: a reader never sees "running" without the host that makes it so
+    return update_session(sid, status="running", root_pid=pid, root_pgid=pid,
+                          root_start_token=token)
 
 
 def continue_session(session_id: str, input_text: str | None = None) -> dict[str, Any]:
