@@ -43,7 +43,8 @@ class DriverNotAvailable(RuntimeError):
 
     def __init__(self, concern: str, name: str, operation: str) -> None:
         super().__init__(
-            f"{concern.replace('_', ' ')} driver {name!r}: {operation} is not available in this version"
+            f"{concern.replace('_', ' ')} driver {name!r}: {operation} is not available "
+            "in this version"
         )
 
 

@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``app_server``: Runs an agent in a Codex app-server owned by a detached runner process."""
+"""MMO built-in plugin ``app_server``.
+
+Runs an agent in a Codex app-server owned by a detached runner process.
+"""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ class AgentHost(ABC):
             self.on_turn_done(outcome)
             return outcome
 
-    def on_turn_done(self, outcome: Any) -> None:
+    def on_turn_done(self, outcome: Any) -> None:  # noqa: B027 - optional hook
         """Hook: record usage and progress of a finished turn."""
 
     def next_auto_turn(self, after: str) -> str | None:
@@ -274,7 +274,7 @@ class AgentHost(ABC):
                 return outcome
             turn_id = following
 
-    def on_goal_status(self, status: str | None) -> None:
+    def on_goal_status(self, status: str | None) -> None:  # noqa: B027 - optional hook
         """Hook: persist the goal's status."""
 
     def wait_for_continue(self) -> str:
@@ -351,7 +351,7 @@ class AgentHost(ABC):
         self.control_applied(request, action)
         return result
 
-    def control_applied(self, request: dict[str, Any], action: str) -> None:
+    def control_applied(self, request: dict[str, Any], action: str) -> None:  # noqa: B027
         """Hook: acknowledge an applied control on the record."""
 
     def inspect(self) -> dict[str, Any]:

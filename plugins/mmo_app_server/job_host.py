@@ -342,7 +342,8 @@ class JobHost(AgentHost):
         text = final_message(outcome.turn) or ""
         check = check_result(text, self.schema) if self.schema else None
         self.store(goal_status="budgetLimited")
-        if check is not None and check.valid and self.record.get("contract_enforcement") == "strict":
+        strict = self.record.get("contract_enforcement") == "strict"
+        if check is not None and check.valid and strict:
             self.publish(outcome.turn, budget_limited=True)
             return
         self.suspend("goal budget reached before a valid result; `finalize` runs the strict "

@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``codex_builtin``: Codex's own ChatGPT/OpenAI login: the agent's home links the user's auth.json."""
+"""MMO built-in plugin ``codex_builtin``.
+
+Codex's own ChatGPT/OpenAI login: the agent's home links the user's auth.json.
+"""
 
 from __future__ import annotations
 

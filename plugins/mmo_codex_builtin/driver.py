@@ -54,8 +54,9 @@ class CodexBuiltinRoute(RouteDriver):
         """
         if fault is None:
             return {"model": model.upstream_id}
-        provider = {"name": route.name, "base_url": f"{gateway_url.rstrip('/')}/routes/{route.id}/v1",
-                    "wire_api": "responses", "http_headers": fault_headers(fault)}
+        base_url = f"{gateway_url.rstrip('/')}/routes/{route.id}/v1"
+        provider = {"name": route.name, "base_url": base_url, "wire_api": "responses",
+                    "http_headers": fault_headers(fault)}
         return {"model": model.id, "model_provider": route.id,
                 "model_providers": {route.id: provider}}
 

@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``native_mcp``: Tool MCP servers written into the agent's Codex ``[mcp_servers]``."""
+"""MMO built-in plugin ``native_mcp``.
+
+Tool MCP servers written into the agent's Codex ``[mcp_servers]``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``native_schema_projection``: Strict contracts sent as the turn's ``outputSchema``."""
+"""MMO built-in plugin ``native_schema_projection``.
+
+Strict contracts sent as the turn's ``outputSchema``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""MMO built-in plugin ``validated_text``: Results validated after the turn, with one repair turn for strict contracts."""
+"""MMO built-in plugin ``validated_text``.
+
+Results validated after the turn, with one repair turn for strict contracts.
+"""
 
 from __future__ import annotations
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from mmo_app_server.approvals import ApprovalPolicy
 from mmo_app_server.client import AppServerClient
 from mmo_app_server.errors import TransportLost
 from mmo_app_server.events import jsonl_recorder
 from mmo_app_server.session import AppServerSession
+
 from mmo_kernel.audit import read_jsonl
 
 

@@ -27,7 +27,8 @@ def test_bridged_worker_reaches_the_mcp_server_through_dynamic_tools(
     try:
         session = create_session(FIXTURES / "profiles" / "bridge-lab", cwd=mmo_git_workspace)
         job = spawn_job(session["session_id"], "lead", None, "bridged",
-                        task='Echo please FAKE_DYNAMIC_TOOL_CALL mmo_mcp__fixture__echo {"text":"hi"}')
+                        task="Echo please FAKE_DYNAMIC_TOOL_CALL "
+                             'mmo_mcp__fixture__echo {"text":"hi"}')
         waited = wait_for_jobs([job["job_id"]], session["session_id"], 40)
         assert not waited["timed_out_waiting"]
         record = read_job_record(job["job_id"])
@@ -36,7 +37,8 @@ def test_bridged_worker_reaches_the_mcp_server_through_dynamic_tools(
         rows = [json.loads(line)["message"] for line in
                 Path(record["events_path"]).read_text().splitlines()]
         starts = [m for m in rows if m.get("method") == "thread/start"]
-        assert [t["name"] for t in starts[0]["params"]["dynamicTools"]] == ["mmo_mcp__fixture__echo"]
+        offered = [t["name"] for t in starts[0]["params"]["dynamicTools"]]
+        assert offered == ["mmo_mcp__fixture__echo"]
         calls = [m["params"]["item"] for m in rows if m.get("method") == "item/completed"
                  and m["params"]["item"]["type"] == "dynamicToolCall"]
         assert calls and calls[0]["status"] == "completed"

@@ -35,7 +35,8 @@ def test_every_builtin_driver_is_discovered_through_entry_points():
 def test_unknown_driver_names_the_installed_choices():
     system = build_plugin_system()
     with pytest.raises(UnknownDriverError) as err:
-        system.registry.get("workspace_isolation", "svn_checkout", "profile.toml: coordination.isolation")
+        system.registry.get("workspace_isolation", "svn_checkout",
+                            "profile.toml: coordination.isolation")
     message = str(err.value)
     assert "svn_checkout" in message and "profile.toml: coordination.isolation" in message
     assert "copy, git_worktree" in message

@@ -52,7 +52,8 @@ def test_goal_mode_sets_a_capped_objective_and_completes_through_the_goal(worksp
     assert len(objective) == 4000
     assert objective.endswith(f"sha256={hashlib.sha256(prompt.encode()).hexdigest()}")
     assert session["root_goal_status"] == "complete"
-    rows = [json.loads(line)["message"] for line in Path(out["events_path"]).read_text().splitlines()]
+    lines = Path(out["events_path"]).read_text().splitlines()
+    rows = [json.loads(line)["message"] for line in lines]
     starts = [m for m in rows if m.get("method") == "turn/start"]
     assert starts[0]["params"]["input"][0]["text"].endswith(prompt)  # full prompt delivered
     goal_sets = [m for m in rows if m.get("method") == "thread/goal/set"]
@@ -126,7 +127,8 @@ def test_terminal_turn_persisted_before_a_crash_is_not_started_again(workspace):
 def test_approval_requests_are_declined_under_never_and_the_turn_continues(workspace):
     out = run(TURN_PROFILE, workspace, "FAKE_REQUEST_COMMAND_APPROVAL")
     assert out["status"] == "completed"
-    rows = [json.loads(line)["message"] for line in Path(out["events_path"]).read_text().splitlines()]
+    lines = Path(out["events_path"]).read_text().splitlines()
+    rows = [json.loads(line)["message"] for line in lines]
     answers = [m for m in rows if "result" in m and isinstance(m.get("id"), str)
                and m["id"].startswith("fake-approval-")]
     assert answers and answers[0]["result"] == {"decision": "decline"}

@@ -50,8 +50,10 @@ def test_offline_session_has_homes_run_capabilities_and_audit(mmo_workspace, mmo
     assert Path(home["model_catalog_json"]).is_file()
     for path in Path(home["home"]).rglob("*"):
         if path.is_file():
-            assert token not in path.read_text(errors="replace") or path.parent.name == "native-agents"
-    worker = tomllib.loads(Path(record["homes"]["implementation_specialist"]["config_toml"]).read_text())
+            text = path.read_text(errors="replace")
+            assert token not in text or path.parent.name == "native-agents"
+    worker_home = record["homes"]["implementation_specialist"]
+    worker = tomllib.loads(Path(worker_home["config_toml"]).read_text())
     assert worker["mcp_servers"]["mmo_mesh"]["env_vars"] == [
         "MMO_CALLER_TOKEN", "MMO_RUN_ID", "MMO_CALLER_JOB_ID"]
     assert "agent_patch_integrate" not in worker["mcp_servers"]["mmo_mesh"]["enabled_tools"]

@@ -73,7 +73,8 @@ def test_foreign_package_version_is_rejected_in_place():
     sid = make_session()["session_id"]
     rewrite(sid, package_version="0.0.1")
     before = session_file(sid, "session.json").read_bytes()
-    with pytest.raises(RuntimeError, match=f"persistent session package must be {package_version()}"):
+    expected = f"persistent session package must be {package_version()}"
+    with pytest.raises(RuntimeError, match=expected):
         read_session_record(sid)
     assert session_file(sid, "session.json").read_bytes() == before
 

@@ -41,4 +41,5 @@ def test_old_terminal_sessions_and_jobs_go_live_ones_stay(mmo_env):
     assert [r["job_id"] for r in cleaned] == ["j-gone"]
     assert not session_dir(old_done).exists()
     assert session_file(old_running, "session.json").exists()
-    assert json.loads(session_file(recent_done, "session.json").read_text())["status"] == "completed"
+    kept = json.loads(session_file(recent_done, "session.json").read_text())
+    assert kept["status"] == "completed"

@@ -42,7 +42,8 @@ def test_zone_is_matched_case_insensitively_and_ambiguous_times_are_not_guessed(
 
 
 @pytest.mark.parametrize("message, info, kind, retryable", [
-    ("stream disconnected before completion", {"responseStreamDisconnected": {"httpStatusCode": 502}},
+    ("stream disconnected before completion",
+     {"responseStreamDisconnected": {"httpStatusCode": 502}},
      "provider_transport", True),
     ("Internal server error", "internalServerError", "provider_transport", True),
     ("failed to parse function arguments: EOF", None, "malformed_tool_arguments", False),

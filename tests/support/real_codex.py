@@ -148,7 +148,8 @@ class AppServer:
         try:
             message = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
         except queue.Empty:
-            raise TimeoutError(f"codex app-server sent nothing in time; stderr:\n{self.stderr}") from None
+            raise TimeoutError(
+                f"codex app-server sent nothing in time; stderr:\n{self.stderr}") from None
         if message is None:
             raise EOFError(f"codex app-server exited ({self.proc.poll()}); stderr:\n{self.stderr}")
         return message
@@ -226,8 +227,9 @@ def run_turn(home: Path, cwd: Path, prompt: str, env: dict[str, str] | None = No
             started = server.request("thread/start", {"cwd": str(cwd), **(thread_params or {})},
                                      deadline, result.messages)
             thread_id = started["thread"]["id"]
-            server.request("turn/start", {"threadId": thread_id, "input": [
-                {"type": "text", "text": prompt}], **(turn_params or {})}, deadline, result.messages)
+            turn = {"threadId": thread_id, "input": [{"type": "text", "text": prompt}],
+                    **(turn_params or {})}
+            server.request("turn/start", turn, deadline, result.messages)
             while result.completed is None:
                 message = server.next_message(deadline)
                 if "method" not in message:
