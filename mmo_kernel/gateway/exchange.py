@@ -21,6 +21,7 @@ from typing import Any
 from . import http_io
 from .errors import GatewayError, bad_request, error_body, not_found
 from .faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
+from .json_body import parse_body
 from .notes import LogNote
 from .request_log import now_iso
 from .responses_stream import ResponsesStream
@@ -73,7 +74,7 @@ class Exchange:
 
     def _prepare(self) -> tuple[Any, dict[str, Any]]:
         try:
-            body = json.loads(self.request.body or b"null")
+            body = parse_body(self.request.body or b"null")
         except ValueError:
             raise bad_request("request body is not valid JSON") from None
         if not isinstance(body, dict):

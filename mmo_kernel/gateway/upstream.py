@@ -148,8 +148,9 @@ class Target:
         return (self.scheme, self.host, self.port)
 
 
-def post_target(url: str, payload: Mapping[str, Any], headers: Mapping[str, str]) -> Target:
-    """Check the URL and serialise the body once, for the sync and async clients alike."""
+def post_target(url: str, payload: Mapping[str, Any] | bytes,
+                headers: Mapping[str, str]) -> Target:
+    """Check the URL and serialise the body once (bytes: already JSON), for both clients."""
     parts = urlsplit(url)
     scheme = parts.scheme
     if scheme not in ("http", "https") or not parts.hostname:
@@ -157,14 +158,15 @@ def post_target(url: str, payload: Mapping[str, Any], headers: Mapping[str, str]
                                            "server_error", "bad_route"))
     port = parts.port or (443 if scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    body = payload if isinstance(payload, bytes) else json.dumps(
+        payload, separators=(",", ":")).encode("utf-8")
     all_headers = {"Content-Type": "application/json",
                    "Accept": "text/event-stream, application/json",
                    **headers, "Content-Length": str(len(body))}
     return Target(scheme, parts.hostname, port, path, body, all_headers)
 
 
-def post_json(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
+def post_json(url: str, payload: Mapping[str, Any] | bytes, headers: Mapping[str, str],
               timeout: float = 300.0) -> UpstreamResponse:
     """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
     target = post_target(url, payload, headers)

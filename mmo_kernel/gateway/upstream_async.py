@@ -184,7 +184,8 @@ async def _exchange(target: Target, request: bytes, timeout: float
                 "server_error", "upstream_transport")) from None
 
 
-async def post_json_async(url: str, payload: Mapping[str, Any], headers: Mapping[str, str],
+async def post_json_async(url: str, payload: Mapping[str, Any] | bytes,
+                          headers: Mapping[str, str],
                           timeout: float = 300.0) -> AsyncUpstreamResponse:
     """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
     target = post_target(url, payload, headers)

@@ -48,7 +48,7 @@ _validated: dict[int, tuple[Any, CustomRouteOptions]] = {}
 
 class UpstreamCall(NamedTuple):
     url: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | bytes
     headers: dict[str, str]
     timeout: float
     conv: Conversation | None

@@ -11,14 +11,23 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
+from mmo_kernel.gateway.json_body import RequestBody
 from mmo_kernel.gateway.notes import LogNote
 from mmo_kernel.gateway.sse import SseDecoder
 
 COMPLETED = b"response.completed"
 
 
-def responses_request(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    return {**body, "model": model.upstream_id, "stream": True}
+def responses_request(body: dict[str, Any], model: Any) -> dict[str, Any] | bytes:
+    """The upstream body: Codex's own, with the upstream model id and streaming on.
+
+    A large body the gateway parsed as a ``RequestBody`` is spliced (its other
+    members sent verbatim) instead of serialised again.
+    """
+    replace = {"model": model.upstream_id, "stream": True}
+    if isinstance(body, RequestBody):
+        return body.spliced(replace)
+    return {**body, **replace}
 
 
 def _frame_end(chunk: bytes) -> int:
