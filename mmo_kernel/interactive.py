@@ -39,13 +39,13 @@ _APP_FIELDS = ("root_app_server_pid", "root_app_server_pgid", "root_app_server_s
 
 def _launch_host(record: dict[str, Any]) -> dict[str, Any]:
     """Start the root host (detached); it adopts a live app-server the record still names."""
-    from .plugins import get_driver
+    from .plugins import execution_host
     from .session_records import utc_now
     from .snapshots import snapshot_profile
 
     sid = record["session_id"]
     spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
-    host = get_driver("execution_hosts", spec.host)
+    host = execution_host(spec.host)
     pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
     fields: dict[str, Any] = {"root_pid": pid, "root_pgid": pid, "root_start_token": token}
     if not record.get("started_at"):

@@ -13,13 +13,13 @@ import os
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 from stevedore import ExtensionManager
 
 from . import PROJECT_NAME, hookspecs
-from .drivers import BASE_CLASSES, CONCERNS, Driver
+from .drivers import BASE_CLASSES, CONCERNS, Driver, ExecutionHost
 from .errors import DuplicateDriverError, PluginLoadError, UnknownDriverError
 
 ENTRY_POINT_GROUP = "mmo.plugins"
@@ -176,3 +176,8 @@ def get_driver(concern: str, name: str, where: str = "") -> Driver:
 
 def driver_names(concern: str) -> list[str]:
     return plugin_system().registry.names(concern)
+
+
+def execution_host(name: str, where: str = "") -> ExecutionHost:
+    """The execution-host driver ``name`` (typed: hosts launch roots and jobs)."""
+    return cast(ExecutionHost, get_driver("execution_hosts", name, where))

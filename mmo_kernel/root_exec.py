@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .evidence import write_partial
-from .plugins import get_driver
+from .plugins import execution_host
 from .session_create import create_session
 from .session_records import (
     TERMINAL_SESSION_STATUSES,
@@ -63,7 +63,7 @@ def start_root(session: dict[str, Any], prompt: str, images: Sequence[str | os.P
     atomic_write_text(session_file(sid, "root-prompt.txt"), prompt)
     update_session(sid, sandbox_mode=sandbox_mode or spec.permissions, root_images=image_paths,
                    wall_timeout_seconds=float(wall_timeout_seconds))
-    host = get_driver("execution_hosts", spec.host)
+    host = execution_host(spec.host)
     pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
     fields: dict[str, Any] = {"root_pid": pid, "root_pgid": pid, "root_start_token": token}
     if not session.get("started_at"):

@@ -154,23 +154,39 @@ def pause_session(session_id: str) -> dict[str, Any]:
 
 
 def _pause_jobs(session_id: str) -> list[str]:
+    """Ask every live worker to pause, then retire whatever did not pause in time.
+
+    A worker that reaches a terminal status meanwhile stays terminal and is not listed.
+    """
     from .jobs.controls import control_job
+    from .jobs.listing import load_job, retire_hosts, write_job_partial
+    from .jobs.records import HOST_IDENTITY_FIELDS, TERMINAL_JOB_STATUSES, update_job
 
-    paused = []
-    record = read_session_record(session_id)
-    from .jobs.records import update_job
-
+    root = read_session_record(session_id)["root_agent"]
+    asked = []
     for job in _live_jobs(session_id):
         update_job(job["job_id"], cold_pause_pending=True)
         try:
-            control_job(job["job_id"], "pause", session_id, record["root_agent"],
+            control_job(job["job_id"], "pause", session_id, root,
                         expected_revision=job.get("control_revision", 0))
         except (RuntimeError, PermissionError, ValueError):
+            pass  # no live host to ask: retired below
+        asked.append(job["job_id"])
+    deadline = time.monotonic() + PAUSE_GRACE_SECONDS
+    paused = []
+    for job_id in asked:
+        while (load_job(job_id)["status"] not in ("paused", *TERMINAL_JOB_STATUSES)
+               and time.monotonic() < deadline):
+            time.sleep(HOST_EXIT_POLL)
+        record = load_job(job_id)
+        if record["status"] in TERMINAL_JOB_STATUSES:
             continue
-        from .jobs.records import load_job
-
-        if load_job(job["job_id"])["status"] == "paused":
-            paused.append(job["job_id"])
+        retire_hosts(record)
+        if record["status"] != "paused":
+            write_job_partial(job_id, "job cold-paused with its session")
+            update_job(job_id, status="paused", cold_pause_pending=None,
+                       **{field: None for field in HOST_IDENTITY_FIELDS})
+        paused.append(job_id)
     return paused
 
 
@@ -188,7 +204,7 @@ def _verify_homes(record: dict[str, Any]) -> None:
 
 def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, Any]:
     """Start a new root host on the same thread (after pause, suspension or host loss)."""
-    from .plugins import get_driver
+    from .plugins import execution_host
     from .snapshots import snapshot_profile
 
     sid = record["session_id"]
@@ -203,7 +219,7 @@ def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, A
                   root_continue_input=input_text or "Continue.")
     update_session(sid, **fields)
     spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
-    host = get_driver("execution_hosts", spec.host)
+    host = execution_host(spec.host)
     pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
     # one write: a reader never sees "running" without the host that makes it so
     return update_session(sid, status="running", root_pid=pid, root_pgid=pid,
@@ -230,7 +246,7 @@ def _continue_jobs(session_id: str, job_ids: list[str]) -> tuple[list[str], dict
     if not job_ids:
         return [], {}
     from .jobs.controls import control_job
-    from .jobs.records import load_job
+    from .jobs.listing import load_job
 
     resumed, errors = [], {}
     root = read_session_record(session_id)["root_agent"]
@@ -250,7 +266,7 @@ def _continue_jobs(session_id: str, job_ids: list[str]) -> tuple[list[str], dict
 
 def compact_session(session_id: str) -> dict[str, Any]:
     """On a paused session: compact the root thread, then cold-pause again."""
-    from .plugins import get_driver
+    from .plugins import execution_host
     from .session_records import utc_now
     from .snapshots import snapshot_profile
 
@@ -263,7 +279,7 @@ def compact_session(session_id: str) -> dict[str, Any]:
         update_session(session_id, root_continue_input=REMOVE)
         env = {**os.environ, "MMO_ROOT_HOST_MODE": "compact"}
         try:
-            host = get_driver("execution_hosts", spec.host)
+            host = execution_host(spec.host)
             pid, token = host.launch_root(session_id, session_file(session_id, "root-host.log"),
                                           env)
             update_session(session_id, root_pid=pid, root_pgid=pid, root_start_token=token)

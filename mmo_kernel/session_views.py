@@ -27,9 +27,9 @@ def _runtime_current(record: dict[str, Any]) -> bool:
         recorded = record.get("root_host_runtime_digest")
         if recorded is None:
             return True
-        from .plugins import get_driver
+        from .plugins import execution_host
 
-        host = get_driver("execution_hosts", record.get("root_execution_host") or "app_server")
+        host = execution_host(record.get("root_execution_host") or "app_server")
         return recorded == host.runtime_digest()
     except Exception:  # an unreadable digest means "not current", never an error
         return False

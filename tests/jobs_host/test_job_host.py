@@ -198,3 +198,32 @@ def test_stop_of_an_interrupted_job_stops_it_without_another_turn(session):
                 expected_revision=read_job_record(job_id).get("control_revision", 0))
     stopped = settle(job_id, "stopped")
     assert len(turn_starts(stopped)) == 1, settle_status
+
+
+def test_session_cold_pause_pauses_live_workers_and_continue_resumes_them(session):
+    import time
+
+    from mmo_kernel.root_exec import start_root
+    from mmo_kernel.session_lifecycle import cancel_session, continue_session, pause_session
+    from mmo_kernel.session_records import read_session_record
+
+    start_root(session, "Lead slowly FAKE_SLEEP=30", (), None, 60)
+    job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
+    deadline = time.monotonic() + 30
+    while not (read_job_record(job_id).get("active_turn_id")
+               and read_session_record(session["session_id"]).get("active_root_turn_id")):
+        assert time.monotonic() < deadline, "root and worker never both started a turn"
+        time.sleep(0.05)
+    out = pause_session(session["session_id"])
+    assert out["session"]["status"] == "paused"
+    assert out["affected_jobs"] == [job_id]
+    paused = read_job_record(job_id)
+    assert paused["status"] == "paused" and "cold_pause_pending" not in paused
+    resumed = continue_session(session["session_id"], "finish up")
+    assert resumed["resumed_jobs"] == [job_id] and resumed["resume_errors"] == {}
+    deadline = time.monotonic() + 20
+    while read_job_record(job_id)["status"] != "running":
+        assert time.monotonic() < deadline, "the worker was not relaunched"
+        time.sleep(0.05)
+    cancel_session(session["session_id"])
+    assert read_job_record(job_id)["status"] == "cancelled"
