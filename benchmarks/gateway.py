@@ -167,7 +167,8 @@ def measure_round(args: argparse.Namespace, up_port: int, gw_port: int, body: by
 def report(args: argparse.Namespace, rounds: list[dict[str, float]]) -> None:
     med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     print(f"{args.requests} interleaved streamed requests per round ({EVENTS + 1} SSE events "
-          f"each, request input {args.input_kb or 'tiny'} KiB), {len(rounds)} rounds; "
+          f"each, request input {f'{args.input_kb} KiB' if args.input_kb else 'tiny'}), "
+          f"{len(rounds)} rounds; "
           "medians over rounds")
     print("load average (1 min) per round: " + ", ".join(f"{r['load']:.2f}" for r in rounds))
     print(f"{'':22}{'direct':>9}{'gateway':>9}{'added':>8}{'ratio':>7}")
