@@ -9,9 +9,10 @@ import signal
 import sys
 from pathlib import Path
 
+from ..websocket import OP_TEXT, encode_frame
 from .connection import Connection
 from .server import Server
-from .websocket import OP_TEXT, WebSocketClosed, encode_frame, read_message, server_handshake
+from .websocket import WebSocketClosed, read_message, server_handshake
 
 
 def _decode(line: bytes | str):

@@ -15,30 +15,20 @@ The app-server is spawned detached from the host's pipes (stdin is
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import socket
-import struct
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mmo_kernel.processes import process_matches, process_start_token
+from mmo_kernel.websocket import UnixWebSocket, WebSocketError
 
 from .client import AppServerClient
 
-_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 CONNECT_TIMEOUT_SECONDS = 30.0
 _POLL = 0.02
-
-
-class WebSocketError(ConnectionError):
-    """The socket refused the upgrade or broke the framing."""
 
 
 def unix_endpoint(path: Path | str) -> str:
@@ -46,113 +36,8 @@ def unix_endpoint(path: Path | str) -> str:
     return f"unix://{os.fspath(path)}"
 
 
-def _frame(opcode: int, payload: bytes) -> bytes:
-    """A masked, final client frame (RFC 6455 §5.3: clients always mask)."""
-    head = bytes([0x80 | opcode])
-    length = len(payload)
-    if length < 126:
-        head += bytes([0x80 | length])
-    elif length < 1 << 16:
-        head += bytes([0x80 | 126]) + struct.pack("!H", length)
-    else:
-        head += bytes([0x80 | 127]) + struct.pack("!Q", length)
-    key = os.urandom(4)
-    masked = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-    return head + key + masked
-
-
-class WebSocketConnection:
-    """A blocking WebSocket client on a unix socket; one reader, many writers."""
-
-    def __init__(self, path: Path | str, timeout: float = 10.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(os.fspath(path))
-            self._buffer = b""
-            self._handshake()
-        except BaseException:
-            self.sock.close()
-            raise
-        self.sock.settimeout(None)
-        self._send_lock = threading.Lock()
-        self.closed = False
-
-    def _handshake(self) -> None:
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(
-            ("GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
-             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-             "Sec-WebSocket-Version: 13\r\n\r\n").encode())
-        while b"\r\n\r\n" not in self._buffer:
-            self._fill()
-        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
-        expected = base64.b64encode(hashlib.sha1((key + _GUID).encode()).digest())
-        status = head.split(b"\r\n", 1)[0]
-        if b" 101" not in status or expected not in head:
-            raise WebSocketError(f"app-server refused the WebSocket upgrade: {status[:120]!r}")
-
-    def _fill(self) -> None:
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise WebSocketError("app-server closed the socket")
-        self._buffer += chunk
-
-    def _take(self, count: int) -> bytes:
-        while len(self._buffer) < count:
-            self._fill()
-        data, self._buffer = self._buffer[:count], self._buffer[count:]
-        return data
-
-    def send_text(self, payload: bytes) -> None:
-        self._send(OP_TEXT, payload)
-
-    def _send(self, opcode: int, payload: bytes) -> None:
-        with self._send_lock:
-            self.sock.sendall(_frame(opcode, payload))
-
-    def receive_text(self) -> bytes | None:
-        """The next text (or binary) message; ``None`` once the peer closes."""
-        parts: list[bytes] = []
-        try:
-            while True:
-                b1, b2 = self._take(2)
-                length = b2 & 0x7F
-                if length == 126:
-                    (length,) = struct.unpack("!H", self._take(2))
-                elif length == 127:
-                    (length,) = struct.unpack("!Q", self._take(8))
-                key = self._take(4) if b2 & 0x80 else b""
-                payload = self._take(length)
-                if key:
-                    payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-                opcode = b1 & 0x0F
-                if opcode == OP_CLOSE:
-                    return None
-                if opcode == OP_PING:
-                    self._send(OP_PONG, payload)
-                    continue
-                if opcode == OP_PONG:
-                    continue
-                parts.append(payload)
-                if b1 & 0x80:
-                    return b"".join(parts)
-        except (OSError, WebSocketError):
-            return None
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._send(OP_CLOSE, b"")
-        except OSError:
-            pass
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+WebSocketConnection = UnixWebSocket
+"""The host's connection to a listening app-server."""
 
 
 class _FrameWriter:
