@@ -110,7 +110,10 @@ class RouteDriver(Driver):
 
         Returns an iterator of SSE byte chunks (Responses streaming events) or
         raises ``mmo_kernel.gateway.errors.GatewayError`` with the HTTP status
-        and error body Codex should see.
+        and error body Codex should see. The gateway runs it in a worker thread.
+        A driver may also define ``serve_responses_async`` (same arguments, an
+        async iterator of chunks) that the gateway runs on its event loop: the
+        fast path. The base class deliberately has no default for it.
         """
         raise self.not_available("serve_responses")
 
