@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.fake_upstream import FakeUpstream
 from support.gateway_harness import serve_gateway
 

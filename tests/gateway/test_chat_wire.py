@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from support.gateway_harness import make_model, make_route
 from support.fake_upstream import Reply, chat_text_reply, chat_tool_reply
+from support.gateway_harness import make_model, make_route
 
 SECRET = "sk-chat-secret-0123456789"
 HEADER_SECRET = "hdr-secret-987654321"

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.gateway_harness import Gateway, make_model, make_route
 
 from mmo_kernel.catalog import Route
 from mmo_kernel.gateway.request_log import RequestLog
 from mmo_kernel.gateway.server import GatewayServer, GatewayThread
 from mmo_kernel.gateway.sources import StaticCatalog
 from mmo_kernel.plugins import get_driver
-from support.gateway_harness import Gateway, make_model, make_route
 
 KEY = "sk-fast-path-0123456789"
 DONE = (b'event: response.completed\ndata: {"type":"response.completed","response":'

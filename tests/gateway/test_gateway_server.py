@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.gateway_harness import make_model, make_route
 
 from mmo_kernel.gateway import gateway_models
 from mmo_kernel.gateway.faults import FAULT_HEADER, ROUTE_FAULTS
-from support.gateway_harness import make_model, make_route
 
 EXPECTED_FAULTS = {"rate_limit": (429, "usage_limit_reached"),
                    "auth_error": (401, "authentication_error"),

@@ -8,11 +8,11 @@ import signal
 import time
 
 import psutil
+from support.gateway_harness import Gateway
 
 from mmo_kernel.catalog import load_catalog
 from mmo_kernel.gateway import ensure_gateway, gateway_status, stop_gateway
 from mmo_kernel.gateway.process import record_path
-from support.gateway_harness import Gateway
 
 
 def test_gateway_lifecycle(mmo_env, mmo_process_guard):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from mmo_kernel.plugins import get_driver
 from support.fake_upstream import chat_text_reply, chat_tool_reply
 from support.gateway_harness import make_model, make_route
 from support.real_codex import codex_binary, run_turn, write_config
+
+from mmo_kernel.plugins import get_driver
 
 pytestmark = pytest.mark.real_codex
 KEY = "sk-real-codex-0123456789"

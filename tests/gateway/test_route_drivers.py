@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support.gateway_harness import make_model, make_route
 
 from mmo_kernel.catalog import Model, ProviderRouting, Route, load_catalog
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.plugins import get_driver
-from support.gateway_harness import make_model, make_route
 
 GATEWAY = "http://127.0.0.1:4567"
 
