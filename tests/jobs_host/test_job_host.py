@@ -227,3 +227,49 @@ def test_session_cold_pause_pauses_live_workers_and_continue_resumes_them(sessio
         time.sleep(0.05)
     cancel_session(session["session_id"])
     assert read_job_record(job_id)["status"] == "cancelled"
+
+
+RACER = r"""
+import json, sys, time
+from pathlib import Path
+from mmo_kernel.errors import AdmissionError
+from mmo_kernel.jobs.spawn import spawn_jobs
+session_id, go = sys.argv[1], Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+specs = [{"agent": "writer", "task": "Edit FAKE_SLEEP=20", "mode": "workspace-write",
+          "write_scopes": ["src"]},
+         {"agent": "plain", "task": "Read along FAKE_SLEEP=20"}]
+try:
+    out = spawn_jobs(specs, session_id, "lead", None)
+    print(json.dumps({"won": [j["job_id"] for j in out["accepted"]]}))
+except AdmissionError as exc:
+    print(json.dumps({"lost": str(exc)}))
+"""
+
+
+def test_two_sessions_racing_for_one_write_scope_exactly_one_batch_wins(
+        mmo_git_workspace, tmp_path):
+    import subprocess
+    import sys
+
+    from mmo_kernel.jobs.cancel import cancel_job
+    from mmo_kernel.jobs.listing import list_jobs
+    from mmo_kernel.session_create import create_session
+
+    sessions = [create_session(JOB_LAB, cwd=mmo_git_workspace)["session_id"] for _ in range(2)]
+    go = tmp_path / "go"
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, sid, str(go)], text=True,
+                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+              for sid in sessions]
+    go.touch()
+    results = [json.loads(r.communicate(timeout=60)[0]) for r in racers]
+    winners = [r for r in results if "won" in r]
+    losers = [r for r in results if "lost" in r]
+    assert len(winners) == 1 and len(losers) == 1, results
+    assert "write scope conflicts" in losers[0]["lost"]
+    loser_session = sessions[results.index(losers[0])]
+    assert list_jobs(loser_session) == []  # nothing of the losing batch was created
+    winner_session = sessions[results.index(winners[0])]
+    for job_id in winners[0]["won"]:
+        cancel_job(job_id, winner_session, reason="test over", caller_agent="lead")
