@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmo_kernel import package_version
 from mmo_kernel.mesh.capabilities import write_capabilities
 from mmo_kernel.mesh.tokens import mint_token
 from mmo_kernel.state import atomic_write_json
@@ -33,20 +34,8 @@ INIT = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-06-18"},
 }
-SHIM = (
-    "import json, os, sys, types\n"
-    "try:\n"
-    "    import mmo_kernel.api as api; api.load_job; api.public_job\n"
-    "except (ImportError, AttributeError):\n"
-    "    shim = types.ModuleType('mmo_kernel.api')\n"
-    "    def load_job(job_id):\n"
-    "        p = os.path.join(os.environ['MMO_STATE_DIR'], 'jobs', job_id, 'metadata.json')\n"
-    "        return json.load(open(p))\n"
-    "    shim.load_job, shim.public_job = load_job, lambda r: dict(r, runtime_current=True)\n"
-    "    sys.modules['mmo_kernel.api'] = shim\n"
-    "from mmo_kernel.mesh.server import main\n"
-    "raise SystemExit(main())\n"
-)
+MMO = [str(Path(sys.executable).with_name("mmo")), "mcp"]
+"""The mesh exactly as agents start it (``[mcp_servers.mmo_mesh]``)."""
 
 
 def _read_line(proc: subprocess.Popen, timeout: float = 10) -> bytes:
@@ -76,7 +65,7 @@ def cold_start(runs: int, env: dict[str, str]) -> list[float]:
     for _ in range(runs):
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mmo_kernel.mesh"],
+            MMO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -125,7 +114,9 @@ def _layout(state: Path) -> tuple[dict[str, str], str]:
     (state / "jobs" / job_id).mkdir(parents=True)
     atomic_write_json(
         state / "jobs" / job_id / "metadata.json",
-        {"job_id": job_id, "session_id": session_id, "agent": "w", "status": "running"},
+        {"schema_version": 1, "package_version": package_version(), "job_id": job_id,
+         "session_id": session_id, "agent": "w", "status": "running",
+         "created_at": "2026-01-01T00:00:00+00:00"},
     )
     env = dict(
         os.environ,
@@ -140,7 +131,7 @@ def _layout(state: Path) -> tuple[dict[str, str], str]:
 
 def status_calls(calls: int, env: dict[str, str], job_id: str) -> tuple[list[float], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", SHIM], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        MMO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     proc.stdin.write((json.dumps(INIT) + "\n").encode())
     proc.stdin.flush()
