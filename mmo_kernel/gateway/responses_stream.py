@@ -86,7 +86,8 @@ class ResponsesStream:
     def _add_item(self, item: dict[str, Any]) -> bytes:
         index = len(self.output)
         self.output.append(item)
-        return self._event("response.output_item.added", output_index=index, item=item) + self._event(
+        added = self._event("response.output_item.added", output_index=index, item=item)
+        return added + self._event(
             "response.output_item.done", output_index=index, item=item
         )
 
@@ -173,7 +174,8 @@ class ResponsesStream:
         out = self.end_message()
         self.finished = True
         fields = {"usage": usage} if usage is not None else {}
-        return out + self._event("response.completed", response=self._response("completed", **fields))
+        response = self._response("completed", **fields)
+        return out + self._event("response.completed", response=response)
 
     def failed(self, message: str, code: str = "server_error") -> bytes:
         """End the stream with ``response.failed``; Codex maps ``code`` to a failure kind.

@@ -1,4 +1,5 @@
-"""MMO built-in plugin ``codex_custom``: Any external provider, reached by Codex through the local gateway."""
+"""MMO built-in plugin ``codex_custom``: Any external provider, reached by Codex through
+the local gateway."""
 
 from __future__ import annotations
 

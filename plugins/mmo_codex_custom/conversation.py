@@ -90,7 +90,8 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("text"))
+        return "\n".join(p.get("text", "") for p in content
+                         if isinstance(p, dict) and p.get("text"))
     return ""
 
 
@@ -183,8 +184,8 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
             call_id = str(item.get("call_id") or "")
             args = json.dumps({"input": item.get("input", "")}) if custom else (
                 item.get("arguments") or "{}")
-            call = ToolCall(call_id, upstream_tool_name(item.get("namespace"), item.get("name", "")),
-                            args, custom)
+            tool_name = upstream_tool_name(item.get("namespace"), item.get("name", ""))
+            call = ToolCall(call_id, tool_name, args, custom)
             if turns and turns[-1].role == "assistant":
                 turns[-1].calls.append(call)
             else:
@@ -197,7 +198,8 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
                 turns.append(Turn("tool", parts, call_id=call_id))
             else:
                 label = item.get("name") or "tool output"
-                turns.append(Turn("user", [Part("text", f"[{label}] {_text_of(item.get('output'))}")]))
+                output = _text_of(item.get("output"))
+                turns.append(Turn("user", [Part("text", f"[{label}] {output}")]))
     text = body.get("text") if isinstance(body.get("text"), dict) else {}
     fmt = text.get("format") if isinstance(text.get("format"), dict) else None
     reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}

@@ -19,8 +19,10 @@ def anthropic_tool_stream() -> Reply:
         {"type": "message_start", "message": {"model": "claude-x", "usage": {
             "input_tokens": 30, "cache_read_input_tokens": 4, "output_tokens": 1}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " look."}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "Let me"}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": " look."}},
         {"type": "content_block_stop", "index": 0},
         {"type": "content_block_start", "index": 1, "content_block": {
             "type": "tool_use", "id": "toolu_1", "name": "mcp__fs__read", "input": {}}},
@@ -29,7 +31,8 @@ def anthropic_tool_stream() -> Reply:
         {"type": "content_block_delta", "index": 1, "delta": {
             "type": "input_json_delta", "partial_json": '"a.txt"}'}},
         {"type": "content_block_stop", "index": 1},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+         "usage": {"output_tokens": 9}},
         {"type": "message_stop"},
     ]
     return Reply(chunks=sse(events, named=True))
@@ -37,8 +40,9 @@ def anthropic_tool_stream() -> Reply:
 
 def test_anthropic_stream_and_request_translation(serve, upstream, monkeypatch):
     monkeypatch.setenv("ANTH_KEY", KEY)
-    route = make_route("anth", "anthropic_messages", upstream.url + "/v1", credential_env="ANTH_KEY",
-                       transport_modalities=["text", "image"], preserves_tool_media=True,
+    route = make_route("anth", "anthropic_messages", upstream.url + "/v1",
+                       credential_env="ANTH_KEY", transport_modalities=["text", "image"],
+                       preserves_tool_media=True,
                        tool_result_modalities=["text", "image"])
     model = make_model("anth", modalities=["text", "image"])
     tools = [{"type": "namespace", "name": "mcp__fs", "tools": [
@@ -46,7 +50,8 @@ def test_anthropic_stream_and_request_translation(serve, upstream, monkeypatch):
          "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]}]
     upstream.queue(anthropic_tool_stream())
     history = [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sys"}]},
+        {"type": "message", "role": "developer",
+         "content": [{"type": "input_text", "text": "Sys"}]},
         user("first"),
         {"type": "function_call", "name": "read", "namespace": "mcp__fs",
          "arguments": '{"path":"b"}', "call_id": "toolu_0"},
@@ -121,7 +126,8 @@ def test_responses_pass_through_keeps_bytes_and_rewrites_model(serve, upstream, 
         [record] = gw.log()
     assert res.body == b"".join(chunks)
     sent = upstream.seen[0]
-    assert sent.path == "/v1/responses" and sent.headers["authorization"] == "Bearer sk-oai-0123456789"
+    assert sent.path == "/v1/responses"
+    assert sent.headers["authorization"] == "Bearer sk-oai-0123456789"
     assert sent.body == {**body, "model": "upstream-m1"}
     assert record["usage"]["total_tokens"] == 5 and record["upstream_model"] == "gpt-up"
 

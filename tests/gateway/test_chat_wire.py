@@ -160,9 +160,8 @@ def test_env_http_headers_reach_upstream_and_secrets_are_never_logged(serve, ups
     route = make_route("hdr", "openai_chat", upstream.url, credential_env="CHAT_KEY",
                        env_http_headers={"X-Secret": "HDR_SECRET"})
     model = make_model("hdr")
-    upstream.queue(chat_text_reply("one"), Reply(500, "application/json",
-                                                 [json.dumps({"error": {"message":
-                                                  f"bad key {SECRET} / {HEADER_SECRET}"}}).encode()]))
+    leak = json.dumps({"error": {"message": f"bad key {SECRET} / {HEADER_SECRET}"}}).encode()
+    upstream.queue(chat_text_reply("one"), Reply(500, "application/json", [leak]))
     with serve([route], [model]) as gw:
         ok = gw.responses("hdr", codex_body(model.id, [user("a")]), **{"X-Secret": HEADER_SECRET})
         failed = gw.responses("hdr", codex_body(model.id, [user("b")]),

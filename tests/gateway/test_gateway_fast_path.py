@@ -26,7 +26,8 @@ from mmo_kernel.plugins import get_driver
 KEY = "sk-fast-path-0123456789"
 DONE = (b'event: response.completed\ndata: {"type":"response.completed","response":'
         b'{"id":"r1","usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}}\n\n')
-DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"hi"}\n\n'
+DELTA = (b'event: response.output_text.delta\n'
+         b'data: {"type":"response.output_text.delta","delta":"hi"}\n\n')
 
 
 def chunked(*parts: bytes, end: bool = True) -> bytes:
@@ -34,7 +35,8 @@ def chunked(*parts: bytes, end: bool = True) -> bytes:
     return body + (b"0\r\n\r\n" if end else b"")
 
 
-STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
 
 
 class RawUpstream:
@@ -295,8 +297,9 @@ def test_credentials_env_edits_and_permission_changes_are_seen_on_the_next_reque
         assert gw.responses("fast", body("fast")).status == 200
         creds.chmod(0o644)
         refused = gw.responses("fast", body("fast"))
-    assert [sent_key(r) for r in up.requests] == ["Authorization: Bearer sk-first-0123456789",
-                                                  "Authorization: Bearer sk-second-0123456789-longer"]
+    assert [sent_key(r) for r in up.requests] == [
+        "Authorization: Bearer sk-first-0123456789",
+        "Authorization: Bearer sk-second-0123456789-longer"]
     assert refused.status == 502 and "PermissionError" in refused.json()["error"]["message"]
 
 

@@ -59,7 +59,8 @@ def test_configured_port_in_use_fails_with_the_reason(mmo_env, mmo_process_guard
     blocker.bind(("127.0.0.1", 0))
     blocker.listen()
     port = blocker.getsockname()[1]
-    (mmo_env.config_dir / "settings.toml").write_text(f"schema_version = 1\ngateway_port = {port}\n")
+    settings = f"schema_version = 1\ngateway_port = {port}\n"
+    (mmo_env.config_dir / "settings.toml").write_text(settings)
     try:
         with pytest.raises(RuntimeError, match=f"did not start on 127.0.0.1:{port}.*cannot listen"):
             ensure_gateway()

@@ -10,7 +10,8 @@ USAGE = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 
 
 def test_routing_object_with_full_retry_telemetry():
-    meta = {"routing": {"serving_provider_slug": "deepinfra", "serving_endpoint_tag": "deepinfra/fp8",
+    meta = {"routing": {"serving_provider_slug": "deepinfra",
+                        "serving_endpoint_tag": "deepinfra/fp8",
                         "attempt": 2, "retry_count": 1, "fallback_index": 1}}
     assert route_telemetry(meta, USAGE, None) == {
         "complete": True, "actual_serving_provider_slugs": ["deepinfra"],
