@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,7 +17,7 @@ from . import paths
 from .catalog import Catalog, Model, Route
 from .drivers import RouteDriver
 from .errors import UnknownDriverError
-from .plugins import get_driver
+from .plugins import route_driver
 from .toml_input import (
     DOCUMENT_KEY,
     DocumentError,
@@ -179,7 +179,7 @@ def _check_with_drivers(merge: _Merge) -> None:
         file = merge.sources[f"routes.{route_id}"]
         where = f"{file}: routes.{route_id}"
         try:
-            driver = cast(RouteDriver, get_driver("route_drivers", route.driver))
+            driver = route_driver(route.driver)
         except UnknownDriverError as exc:
             merge.problems.append(problem(file, f"routes.{route_id}.driver", str(exc)))
             continue

@@ -13,15 +13,16 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol, cast
 
 import tomlkit
 
 from .catalog import Model, Route
 from .paths import user_codex_home
-from .plugins import get_driver
+from .plugins import route_driver, tool_bridge
 from .profile_schema import PROFILE_SKILL_RELATIVE_PATH, agent_guidance_relative_path
 from .snapshots import CATALOG_JSON, snapshot_profile
 from .state import atomic_write_bytes
@@ -67,7 +68,7 @@ def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str 
     from .mesh.surface import tools_for
 
     spec = profile.agents[agent]
-    kind = "root" if agent == profile.root_agent else "worker"
+    kind: Literal["root", "worker"] = "root" if agent == profile.root_agent else "worker"
     tools = tools_for(kind, spawnable=list(spec.can_spawn), depth=_agent_depth(profile, agent),
                       max_depth=profile.coordination.max_depth, tainted=ctx.tainted)
     return mesh_server_config(
@@ -76,11 +77,21 @@ def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str 
         lifecycle_timeout_seconds=ctx.lifecycle_timeout_seconds, enabled_tools=tools)
 
 
+class _NativeBridge(Protocol):
+    """What the ``native_mcp`` bridge offers beyond the ``ToolBridge`` base."""
+
+    def render_servers(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                       ) -> dict[str, dict[str, Any]]: ...
+
+    def env_names(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                  ) -> tuple[list[str], list[str]]: ...
+
+
 def _tool_blocks(spec: Any, ctx: HomeContext) -> tuple[dict[str, Any], list[str], list[str]]:
     """``mcp_servers`` entries for declared tool servers, by bridge; plus env names."""
     if not ctx.tool_servers:
         return {}, [], []
-    bridge = get_driver("tool_bridges", "native_mcp")
+    bridge = cast(_NativeBridge, tool_bridge("native_mcp"))
     native_opt_ins = {name: o for name, o in spec.tool_mcp_servers.items()
                       if o.bridge == "native_mcp"}
     servers = bridge.render_servers(ctx.tool_servers, native_opt_ins)
@@ -94,7 +105,7 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     spec = profile.agents[agent]
     model = models[spec.model]
     route = routes[model.route]
-    driver = get_driver("route_drivers", route.driver)
+    driver = route_driver(route.driver)
     config: dict[str, Any] = {}
     fault = ctx.route_faults.get(route.id)
     provider = driver.provider_config(route, model, ctx.gateway_url, fault=fault)
@@ -204,7 +215,7 @@ def materialize_home(snapshot: dict[str, Any], agent: str, home: Path, ctx: Home
     spec = profile.agents[agent]
     model = models[spec.model]
     route = routes[model.route]
-    driver = get_driver("route_drivers", route.driver)
+    driver = route_driver(route.driver)
     entry = driver.model_catalog_entry(route, model)
     if entry is not None:
         catalog = json.dumps({"models": [entry]}, indent=2, sort_keys=True).encode()

@@ -19,7 +19,16 @@ import pluggy
 from stevedore import ExtensionManager
 
 from . import PROJECT_NAME, hookspecs
-from .drivers import BASE_CLASSES, CONCERNS, Driver, ExecutionHost
+from .drivers import (
+    BASE_CLASSES,
+    CONCERNS,
+    ContractTransport,
+    Driver,
+    ExecutionHost,
+    RouteDriver,
+    ToolBridge,
+    WorkspaceIsolator,
+)
 from .errors import DuplicateDriverError, PluginLoadError, UnknownDriverError
 
 ENTRY_POINT_GROUP = "mmo.plugins"
@@ -181,3 +190,23 @@ def driver_names(concern: str) -> list[str]:
 def execution_host(name: str, where: str = "") -> ExecutionHost:
     """The execution-host driver ``name`` (typed: hosts launch roots and jobs)."""
     return cast(ExecutionHost, get_driver("execution_hosts", name, where))
+
+
+def route_driver(name: str, where: str = "") -> RouteDriver:
+    """The route driver ``name`` (typed: routes render provider config and serve turns)."""
+    return cast(RouteDriver, get_driver("route_drivers", name, where))
+
+
+def tool_bridge(name: str, where: str = "") -> ToolBridge:
+    """The tool bridge ``name`` (typed for callers that only need the bridge base)."""
+    return cast(ToolBridge, get_driver("tool_bridges", name, where))
+
+
+def workspace_isolator(name: str, where: str = "") -> WorkspaceIsolator:
+    """The workspace isolator ``name`` (typed: isolators prepare, capture and apply)."""
+    return cast(WorkspaceIsolator, get_driver("workspace_isolation", name, where))
+
+
+def contract_transport(name: str, where: str = "") -> ContractTransport:
+    """The contract transport ``name`` (typed: transports shape output-contract turns)."""
+    return cast(ContractTransport, get_driver("contract_transports", name, where))

@@ -11,7 +11,7 @@ from typing import Any
 from .audit import append_audit
 from .homes import HomeContext, materialize_home, snapshot_catalog
 from .paths import ensure_private_dir, state_dir
-from .plugins import get_driver
+from .plugins import route_driver
 from .session_records import (
     CREATING_MARKER,
     new_record_id,
@@ -70,7 +70,7 @@ def route_availability(routes: Mapping[str, Any], faults: Mapping[str, str]) -> 
             result[route_id] = {"available": False, "fault": fault,
                                 "reason": f"injected route fault: {fault}"}
             continue
-        driver = get_driver("route_drivers", route.driver)
+        driver = route_driver(route.driver)
         result[route_id] = dict(driver.availability(route, dict(os.environ)))
     return result
 

@@ -241,7 +241,7 @@ def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revi
               input: str | None, effort: str | None) -> dict[str, Any]:
     """Re-admit and start a new host on the job's thread with a ``resume_request``."""
     from ..mesh.tokens import mint_token
-    from ..plugins import get_driver
+    from ..plugins import execution_host
     from ..session_env import session_environment
 
     job_id = record["job_id"]
@@ -258,7 +258,7 @@ def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revi
         env = session_environment(session, record["agent"], identity={
             "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
         try:
-            pid, start_token = get_driver("execution_hosts", "app_server").launch_job(
+            pid, start_token = execution_host("app_server").launch_job(
                 job_id, job_file(job_id, "runner.log"), env)
         except Exception as exc:
             update_job(job_id, last_control_status="failed",
@@ -353,7 +353,8 @@ def _live_view(record: dict[str, Any]) -> dict[str, Any] | None:
                                      timeout=INSPECT_TIMEOUT)
     except (ControlNotDelivered, ControlDeliveryUnknown, ControlRequestRejected):
         return None
-    live = reply.get("result") if isinstance(reply.get("result"), dict) else {}
+    result = reply.get("result")
+    live: dict[str, Any] = result if isinstance(result, dict) else {}
     return {
         "thread_id": live.get("thread_id", record.get("app_server_thread_id")),
         "active_turn_id": live.get("active_turn_id"),

@@ -281,9 +281,9 @@ def bump_progress(job_id: str) -> dict[str, Any]:
 
 
 def _installed_runtime_digest(record: dict[str, Any]) -> str:
-    from ..plugins import get_driver
+    from ..plugins import execution_host
 
-    return get_driver("execution_hosts", record.get("host") or "app_server").runtime_digest()
+    return execution_host(record.get("host") or "app_server").runtime_digest()
 
 
 def runtime_current(record: dict[str, Any]) -> bool:
