@@ -52,7 +52,7 @@ def unmask(payload: bytes, key: bytes) -> bytes:
 class UnixWebSocket:
     """A blocking WebSocket client on a unix socket; one reader, many writers."""
 
-    def __init__(self, path: Path | str, timeout: float = 10.0) -> None:
+    def __init__(self, path: Path | str, timeout: float | None = 10.0) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:

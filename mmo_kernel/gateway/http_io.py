@@ -67,7 +67,8 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> b
     if headers.get("content-encoding", "identity").lower() not in ("identity", ""):
         raise BadRequest(415, f"content-encoding {headers['content-encoding']!r} is not supported")
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        parts, total = [], 0
+        parts: list[bytes] = []
+        total = 0
         while True:
             size_line = await reader.readuntil(b"\r\n")
             size = int(size_line.split(b";")[0].strip() or b"0", 16)

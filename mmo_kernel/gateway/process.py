@@ -113,7 +113,7 @@ def _retire(record: dict[str, Any]) -> bool:
     """Stop the recorded gateway if it is still that process; forget the record."""
     stopped = False
     pid = record.get("pid")
-    if process_matches(pid, record.get("start_token")):
+    if isinstance(pid, int) and process_matches(pid, record.get("start_token")):
         terminate_process_groups([pid], STOP_GRACE_SECONDS)
         stopped = True
     reap_spawned()

@@ -44,7 +44,8 @@ def _from_routing(routing: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _from_openrouter(meta: Mapping[str, Any]) -> dict[str, Any]:
-    endpoints = meta.get("endpoints") if isinstance(meta.get("endpoints"), Mapping) else {}
+    raw = meta.get("endpoints")
+    endpoints: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     available = [e for e in endpoints.get("available") or [] if isinstance(e, Mapping)]
     selected = next(((i, e) for i, e in enumerate(available) if e.get("selected")), None)
     slug = tag = fallback = None

@@ -86,7 +86,8 @@ def filter_line(line: bytes, line_number: int, agent_run_ref: str) -> dict[str, 
 
 
 def _shortened(record: dict[str, Any], text: str) -> dict[str, Any]:
-    message = record.get("message") if isinstance(record.get("message"), dict) else {}
+    raw = record.get("message")
+    message: dict[str, Any] = raw if isinstance(raw, dict) else {}
     short = {
         "record_cursor": record["record_cursor"],
         "agent_run_ref": record["agent_run_ref"],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..audit import append_audit
@@ -202,7 +203,7 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
                                f"integrated (result_state is {state or 'unread'})")
         patch = load_patch(record)
         handle = workspace_handle(record)
-        workspace = handle.workspace if handle else session["cwd"]
+        workspace = Path(handle.workspace if handle else session["cwd"])
         isolator = isolator_for(record, handle) if handle else _isolator_named(patch.isolator)
         caller = caller_job_id or caller_agent or session["root_agent"]
         integrate_transaction(

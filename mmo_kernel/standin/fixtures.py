@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -193,12 +193,17 @@ class StdioAppServer(AppServerClient):
             cwd=cwd,
             start_new_session=True,
         )
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        if stdin is None or stdout is None:  # both were asked for as pipes just above
+            raise RuntimeError("the app-server was spawned without stdin/stdout pipes")
+        self._stdin: IO[bytes] = stdin
+        self._stdout: IO[bytes] = stdout
         self._lock = threading.Lock()
         threading.Thread(target=self._reader, args=(self._read_line,), daemon=True).start()
 
     def _read_line(self) -> dict[str, Any] | None:
         while True:
-            line = self.proc.stdout.readline()
+            line = self._stdout.readline()
             if not line:
                 return None
             if line.strip():
@@ -206,8 +211,8 @@ class StdioAppServer(AppServerClient):
 
     def _write(self, message: dict[str, Any]) -> None:
         with self._lock:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
+            self._stdin.write((json.dumps(message) + "\n").encode())
+            self._stdin.flush()
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the app-server and any child it left)."""
@@ -219,7 +224,7 @@ class StdioAppServer(AppServerClient):
 
     def close(self) -> None:
         self.kill()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:

@@ -259,6 +259,7 @@ async def _finish(
     finalization = (
         bool(record.get("output_schema"))
         and bool(goal_before)
+        and goal_before is not None
         and goal_before["status"] == "complete"
     )
     # persist the terminal turn first: a crash from here on must read back as completed

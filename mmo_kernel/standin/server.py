@@ -73,15 +73,16 @@ class Server:
     ) -> dict[str, Any]:
         """Send a server request to every subscriber; the first answer wins."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        entry = {"method": method, "params": body, "prefix": prefix, "future": future, "ids": {}}
+        ids: dict[Connection, Any] = {}
+        entry = {"method": method, "params": body, "prefix": prefix, "future": future, "ids": ids}
         thread.pending_requests.append(entry)
         for conn in list(thread.subscribers):
-            entry["ids"][conn] = conn.request(method, body, future, prefix)
+            ids[conn] = conn.request(method, body, future, prefix)
         try:
             return await future
         finally:
             thread.pending_requests.remove(entry)
-            for conn, request_id in entry["ids"].items():
+            for conn, request_id in ids.items():
                 conn.waiting.pop(request_id, None)
                 conn.notify(
                     "serverRequest/resolved", {"threadId": thread.id, "requestId": request_id}

@@ -35,7 +35,7 @@ def _pending_view(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _begin(thread: ThreadState, kind: str, text: str, schema: dict | None) -> ActiveTurn:
-    record = {
+    record: dict[str, Any] = {
         "id": uuid7(),
         "status": "inProgress",
         "error": None,
@@ -61,6 +61,8 @@ def _launch(server, thread: ThreadState, active: ActiveTurn, entries: list[dict[
 def add_user_input(server, thread: ThreadState, entries: list[dict[str, Any]], text: str) -> None:
     """Input that joins (turn/start) or steers the active turn: a userMessage item now."""
     active = thread.active
+    if active is None:  # callers only deliver input while a turn runs
+        raise RuntimeError(f"thread {thread.id} has no active turn to take the input")
     record = active.record
     item = shapes.user_message(uuid7(), entries)
     server.emit(thread, "item/started", shapes.item_started(thread.id, record["id"], item))

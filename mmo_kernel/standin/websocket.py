@@ -75,7 +75,7 @@ async def read_message(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
 class WebSocketClient(UnixWebSocket):
     """Blocking JSON-message client for ``unix://`` app-server sockets (tests, tools)."""
 
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
+    def __init__(self, path: str, timeout: float | None = 10.0) -> None:
         super().__init__(path, timeout)
         self.sock.settimeout(timeout)
 
