@@ -13,24 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .control_actions import GRANTABLE_ACTIONS
+
 PROFILE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 AGENT_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-CONTROL_ACTIONS: tuple[str, ...] = (
-    "inspect",
-    "trace",
-    "steer",
-    "interrupt",
-    "pause",
-    "continue",
-    "detach",
-    "stop",
-    "compact",
-    "finalize",
-    "set_effort",
-    "respond",
-    "fork",
-)
+CONTROL_ACTIONS: tuple[str, ...] = GRANTABLE_ACTIONS
 """Actions a ``controls`` grant may name (spec 04 controls plus inspect/trace/fork)."""
 
 LITERAL_OPERATIONS: tuple[str, ...] = ("summarize_supplied", "locate")

@@ -9,37 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
-from .output import print_json, table
+from ..control_actions import JOB_CONTROL_ACTIONS
+from .output import ago, print_json, short, table
 
 SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "write_scope",
                "caller_agent", "caller_job_id", "depth", "execution_mode", "result_kind",
                "result_state", "control_revision", "last_control_action", "last_control_status",
                "app_server_thread_id", "active_turn_id", "usage", "patch", "warning", "error",
                "cancel_reason", "created_at", "started_at", "finished_at")
-CONTROL_ACTIONS = ("steer", "interrupt", "pause", "continue", "detach", "stop", "compact",
-                   "finalize", "set_effort", "respond")
-
-
-def ago(stamp: Any) -> str:
-    """``12s ago``, ``5m ago``, ``3h ago``, ``2d ago`` for an ISO timestamp."""
-    if not isinstance(stamp, str):
-        return ""
-    try:
-        seconds = (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()
-    except ValueError:
-        return stamp
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return f"{max(0, int(seconds))}s ago"
-
-
-def _short(text: Any, width: int = 48) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 
 
 def _as_root(job_id: str) -> tuple[dict[str, Any], str, str]:
@@ -66,7 +46,7 @@ def run_list(args: argparse.Namespace) -> int:
     table(("job", "agent", "status", "result", "rev", "created", "task"),
           [(j["job_id"], j["agent"], j["status"], j.get("result_state") or "",
             j.get("control_revision", ""), ago(j.get("created_at")),
-            _short(j.get("task_kind") or j.get("task"))) for j in jobs])
+            short(j.get("task_kind") or j.get("task"))) for j in jobs])
     return 0
 
 

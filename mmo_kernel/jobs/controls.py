@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..audit import append_audit
+from ..control_actions import JOB_CONTROL_ACTIONS
 from ..control_socket import (
     ControlNotDelivered,
     ControlRequestRejected,
@@ -42,8 +43,7 @@ from .records import (
 )
 from .results import check_caller_job, load_session_job
 
-CONTROL_ACTIONS = ("steer", "interrupt", "pause", "continue", "detach", "stop", "compact",
-                   "finalize", "set_effort", "respond")
+CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 OFFLINE_ACTIONS = frozenset({"continue", "finalize", "stop", "set_effort"})
 """Actions that still apply when the job's host is gone."""
 RELAUNCH_STATUSES = frozenset({"suspended", "paused"})

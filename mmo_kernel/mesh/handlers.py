@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..control_actions import JOB_CONTROL_ACTIONS
 from . import arguments as a
 from .identity import Caller
 from .redact import redact
@@ -142,18 +143,7 @@ HANDLERS: dict[str, Callable[[Caller, Any], Any]] = {
     "agent_trace_record": _trace_record,
     **{
         f"agent_{action}": _control(action)
-        for action in (
-            "steer",
-            "interrupt",
-            "pause",
-            "continue",
-            "detach",
-            "stop",
-            "compact",
-            "finalize",
-            "set_effort",
-            "respond",
-        )
+        for action in JOB_CONTROL_ACTIONS
     },
     "agent_fork": _fork,
 }
