@@ -62,6 +62,9 @@ class UnixWebSocket:
         except BaseException:
             self.sock.close()
             raise
+        # ``timeout`` bounds the connect and upgrade only: an app-server may rightly
+        # stay silent for a long time (an idle interactive thread) without being lost.
+        self.sock.settimeout(None)
         self._send_lock = threading.Lock()
         self.closed = False
 
