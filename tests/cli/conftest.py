@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_until  # noqa: F401 - re-exported to the tests
 
 MMO = str(Path(sys.executable).with_name("mmo"))
 TURN_PROFILE = "access-efficient-escalation-lab"   # root escalation_lead, turn mode
@@ -46,13 +46,3 @@ def one_line_error(out: subprocess.CompletedProcess[str], phrase: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("mmo: error: "), out.stderr
     assert phrase in lines[0]
     assert "Traceback" not in out.stderr
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")

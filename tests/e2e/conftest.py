@@ -9,11 +9,10 @@ must leave no process behind.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import Background, wait_until  # noqa: F401 - re-exported to the tests
 
 from mmo_kernel.codex_cli import PINNED_CODEX_VERSION, project_codex
 
@@ -78,16 +77,6 @@ def completed_items(path: str | Path, kind: str) -> list[dict]:
             and r["message"]["params"].get("item", {}).get("type") == kind]
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def spawn(session: dict, agent: str, task: str, **kwargs) -> str:
     """Spawn a job as the session's root (job-lab's root is ``lead``)."""
     from mmo_kernel.jobs.spawn import spawn_job
@@ -112,27 +101,3 @@ def wait_host_gone(record: dict, pid_key: str = "runner_pid",
 
     wait_until(lambda: not process_matches(record.get(pid_key), record.get(token_key)),
                timeout=20, what="the host to exit")
-
-
-class Background:
-    """Run a blocking call in a thread while the test acts on the session."""
-
-    def __init__(self, target, *args, **kwargs):
-        self.result = None
-        self.error: BaseException | None = None
-
-        def run():
-            try:
-                self.result = target(*args, **kwargs)
-            except BaseException as exc:  # re-raised by join()
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def join(self, timeout: float = 90.0):
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the call did not return"
-        if self.error is not None:
-            raise self.error
-        return self.result

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_until  # noqa: F401 - re-exported to the tests
 
 OFFLINE = {"*": "local_scripted"}
 TURN_PROFILE = "access-efficient-escalation-lab"   # root escalation_lead: turn mode
@@ -33,16 +33,6 @@ def invocations(record: dict) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def audit_events(session_id: str) -> list[dict]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import Background, wait_until  # noqa: F401 - re-exported to the tests
 
 OFFLINE = {"*": "local_scripted"}
 TURN_PROFILE = "access-efficient-escalation-lab"   # root escalation_lead: turn mode
@@ -30,40 +29,6 @@ def workspace(mmo_git_workspace) -> Path:
 def sent_methods(events_path: str | Path) -> list[str]:
     rows = [json.loads(line) for line in Path(events_path).read_text().splitlines()]
     return [r["message"].get("method") for r in rows if r["direction"] == "sent"]
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Background:
-    """Run ``run_root_exec`` in a thread; the test acts on the session meanwhile."""
-
-    def __init__(self, target, *args, **kwargs):
-        self.result = None
-        self.error = None
-
-        def run():
-            try:
-                self.result = target(*args, **kwargs)
-            except BaseException as exc:  # re-raised by join()
-                self.error = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def join(self, timeout: float = 60.0):
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "run_root_exec did not return"
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 def session_id_of_latest() -> str:
