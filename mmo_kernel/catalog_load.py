@@ -81,10 +81,9 @@ class _Merge:
                         file, key, f"unknown key (a catalog file has {', '.join(TOP_LEVEL_KEYS)})"
                     )
                 )
-        for route_id, table in self._tables(data, "routes", file).items():
-            self._add_route(route_id, table, file)
-        for key, table in self._tables(data, "models", file).items():
-            self._add_model(key, table, file)
+        for section in ("routes", "models"):
+            for key, table in self._tables(data, section, file).items():
+                self._add(section, key, table, file)
 
     def _tables(self, data: dict[str, Any], section: str, file: Path) -> dict[str, dict]:
         value = data.get(section, {})
@@ -99,35 +98,26 @@ class _Merge:
                 self.problems.append(problem(file, f"{section}.{key}", "must be a table"))
         return out
 
-    def _add_route(self, route_id: str, table: dict[str, Any], file: Path) -> None:
-        where = f"routes.{route_id}"
+    def _add(self, section: str, key: str, table: dict[str, Any], file: Path) -> None:
+        """Validate one ``routes.<id>`` / ``models.<key>`` table and claim its id."""
+        where = f"{section}.{key}"
         if "id" in table:
             self.problems.append(
                 problem(file, f"{where}.id", "unknown key (the id is the table name)")
             )
             return
+        entry_class: type[Route] | type[Model] = Route if section == "routes" else Model
         try:
-            route = Route.model_validate({"id": route_id, **table})
+            entry = entry_class.model_validate({"id": key, **table})
         except ValidationError as exc:
             self.problems.extend(validation_problems(exc, file, where))
             return
-        if self.claim(where, file):
-            self.routes[route_id] = route
-
-    def _add_model(self, key: str, table: dict[str, Any], file: Path) -> None:
-        where = f"models.{key}"
-        if "id" in table:
-            self.problems.append(
-                problem(file, f"{where}.id", "unknown key (the id is the table name)")
-            )
+        if not self.claim(where, file):
             return
-        try:
-            model = Model.model_validate({"id": key, **table})
-        except ValidationError as exc:
-            self.problems.extend(validation_problems(exc, file, where))
-            return
-        if self.claim(where, file):
-            self.models[key] = model
+        if isinstance(entry, Route):
+            self.routes[key] = entry
+        else:
+            self.models[key] = entry
 
 
 def _cross_check(merge: _Merge) -> None:
