@@ -277,6 +277,10 @@ class AgentHost(ABC):
     def on_goal_status(self, status: str | None) -> None:  # noqa: B027 - optional hook
         """Hook: persist the goal's status."""
 
+    @abstractmethod
+    def run(self) -> int:
+        """The host's whole life; the process exit code."""
+
     def wait_for_continue(self) -> str:
         """After an interrupt the agent is paused; ``continue`` starts the next turn."""
         self.wake.clear()
@@ -470,4 +474,16 @@ class AgentHost(ABC):
         return write_partial(path, self.events_path, reason)
 
 
-__all__ = ["AgentHost", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost"]
+def host_main(host_class: Callable[[str], AgentHost], argv: list[str] | None,
+              usage: str) -> int:
+    """``python -m mmo_app_server.<host> ID``: build the host for ID and run it."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(f"usage: {usage}", file=sys.stderr)
+        return 2
+    return host_class(args[0]).run()
+
+
+__all__ = ["AgentHost", "host_main", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost"]

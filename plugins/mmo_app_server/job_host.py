@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from typing import Any
 
 from mmo_kernel.audit import append_audit
@@ -32,7 +31,7 @@ from mmo_kernel.session_records import read_session_record, session_file, utc_no
 from mmo_kernel.state import atomic_write_json, atomic_write_text
 from mmo_kernel.turn_failures import normalize_turn_failure
 
-from .agent_host import AgentHost, HostFields, HostStopped
+from .agent_host import AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
 
 JOB_FIELDS = HostFields(
@@ -407,11 +406,7 @@ class _Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m mmo_app_server.job_host JOB_ID", file=sys.stderr)
-        return 2
-    return JobHost(args[0]).run()
+    return host_main(JobHost, argv, "python -m mmo_app_server.job_host JOB_ID")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ and leaves the session cold-paused.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Any
 
@@ -26,7 +25,7 @@ from mmo_kernel.session_state import HOST_FIELDS, REMOVE, transition, update_ses
 from mmo_kernel.state import atomic_write_json, atomic_write_text
 from mmo_kernel.turn_failures import normalize_turn_failure
 
-from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped
+from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
 
 ROOT_FIELDS = HostFields(
@@ -344,11 +343,7 @@ class RootHost(AgentHost):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m mmo_app_server.root_host SESSION_ID", file=sys.stderr)
-        return 2
-    return RootHost(args[0]).run()
+    return host_main(RootHost, argv, "python -m mmo_app_server.root_host SESSION_ID")
 
 
 if __name__ == "__main__":
