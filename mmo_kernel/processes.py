@@ -152,6 +152,38 @@ def _open_output(target: Output) -> tuple[int | IO[bytes], bool]:
     return target, False
 
 
+def process_running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (``is_running`` also notices a recycled pid)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def kill_processes(procs: Iterable[psutil.Process], wait_seconds: float = 2.0) -> None:
+    """SIGKILL processes MMO found behind (a tool's escaped child, a test's leftover).
+
+    A process that leads its own group takes its group with it (never the
+    caller's own group); then wait until each is gone or the wait runs out.
+    """
+    procs = list(procs)
+    own_group = os.getpgrp()
+    for proc in procs:
+        try:
+            if not process_running(proc):
+                continue
+            pgid = os.getpgid(proc.pid)
+            if pgid == proc.pid and pgid != own_group:
+                os.killpg(pgid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, psutil.Error):
+            continue
+    deadline = time.monotonic() + wait_seconds
+    while any(process_running(proc) for proc in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def spawn_detached(argv: list[str], *, cwd: Path | str, env: Mapping[str, str],
                    stdout: Output = None, stderr: Output = None) -> tuple[int, str]:
     """Start ``argv`` as the leader of a new session and process group (``pgid == pid``).

@@ -178,37 +178,6 @@ def _describe(proc: Any) -> str:
         return f"pid {proc.pid}"
 
 
-def _gone(proc: Any) -> bool:
-    import psutil
-
-    try:
-        return proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return True
-
-
-def _kill(procs: list[Any]) -> None:
-    """SIGKILL each leftover (its whole group if it leads one) and wait until gone."""
-    import signal
-    import time
-
-    import psutil
-
-    own_group = os.getpgrp()
-    for proc in procs:
-        try:
-            pgid = os.getpgid(proc.pid)
-            if pgid == proc.pid and pgid != own_group:
-                os.killpg(pgid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (ProcessLookupError, psutil.Error):
-            continue
-    deadline = time.monotonic() + 5
-    while not all(_gone(p) for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def mmo_process_guard(monkeypatch: pytest.MonkeyPatch):
     """Fail the test if it leaves processes alive; kill them first.
@@ -228,7 +197,9 @@ def mmo_process_guard(monkeypatch: pytest.MonkeyPatch):
     left = guard.leftovers()
     if left:
         names = ", ".join(_describe(p) for p in left)
-        _kill(left)
+        from .processes import kill_processes
+
+        kill_processes(left, wait_seconds=5)
         pytest.fail(f"test left processes running (killed now): {names}", pytrace=False)
 
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,7 @@ import psutil
 from pydantic import ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.processes import process_start_token, terminate_process_groups
+from mmo_kernel.processes import kill_processes, process_start_token, terminate_process_groups
 
 from .approvals import ApprovalPolicy
 from .errors import AppServerError, TransportLost
@@ -387,7 +385,7 @@ class AppServerClient:
         strays = _descendants(self.pid)
         try:
             terminate_process_groups([self.pgid], grace_seconds)
-            _kill_strays(strays)
+            kill_processes(strays, _KILL_WAIT_SECONDS)  # escaped the group (own sessions)
         finally:
             self._popen.wait()
             if threading.current_thread() is not self._reader:
@@ -408,33 +406,6 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-
-
-def _kill_strays(strays: list[psutil.Process]) -> None:
-    """Kill descendants that escaped the group (Codex runs some commands in new sessions)."""
-    own_group = os.getpgrp()
-    for proc in strays:
-        try:
-            if not _running(proc):
-                continue  # is_running() also notices a recycled pid
-            pgid = os.getpgid(proc.pid)
-            if pgid == proc.pid and pgid != own_group:
-                os.killpg(pgid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (ProcessLookupError, psutil.Error):
-            continue
-    deadline = time.monotonic() + _KILL_WAIT_SECONDS
-    while any(_running(proc) for proc in strays) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def _running(proc: psutil.Process) -> bool:
-    """Alive and not a zombie (an orphan's zombie may wait long for init to reap it)."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _result_of(method: str, response: dict[str, Any]) -> Any:
