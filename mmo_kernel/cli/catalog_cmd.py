@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .output import print_json, table
-
-RAW = argparse.RawDescriptionHelpFormatter
+from .output import RAW, json_flag, print_json, table
 
 
 def route_rows(catalog: Any) -> list[dict[str, Any]]:
@@ -72,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "List routes (ways to reach a provider): driver, wire protocol, operator, the "
         "credential variable they read and whether they are available right now."),
         epilog="examples:\n  mmo catalog routes\n  mmo catalog routes --json")
-    routes.add_argument("--json", action="store_true", help="machine-readable output")
+    json_flag(routes)
     routes.set_defaults(func=run_routes)
 
     models = commands.add_parser("models", help="models and the routes that serve them",
@@ -81,5 +79,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         "upstream id, maker, modalities and reasoning levels (* marks the default)."),
         epilog="examples:\n  mmo catalog models\n  mmo catalog models --route local_scripted")
     models.add_argument("--route", metavar="ROUTE", help="only the models of this route")
-    models.add_argument("--json", action="store_true", help="machine-readable output")
+    json_flag(models)
     models.set_defaults(func=run_models)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .output import fields, print_json
-
-RAW = argparse.RawDescriptionHelpFormatter
+from .output import RAW, fields, json_flag, print_json
 
 
 def _show(record: dict[str, Any]) -> None:
@@ -64,5 +62,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         parser = commands.add_parser(name, help=text, formatter_class=RAW,
                                      description=f"Gateway {name}: {text}.",
                                      epilog=f"examples:\n  {example}\n  {example} --json")
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        json_flag(parser)
         parser.set_defaults(func=func)

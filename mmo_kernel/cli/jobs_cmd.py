@@ -12,7 +12,8 @@ import sys
 from typing import Any
 
 from ..control_actions import JOB_CONTROL_ACTIONS
-from .output import ago, print_json, short, table
+from .output import RAW, ago, print_json, short, table
+from .output import json_flag as _json
 
 SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "write_scope",
                "caller_agent", "caller_job_id", "depth", "execution_mode", "result_kind",
@@ -188,9 +189,6 @@ def _job_id(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", metavar="ID", help="a job id (see `mmo jobs`)")
 
 
-def _json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-
 
 def _reason(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", required=True, metavar="TEXT",
@@ -244,7 +242,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  mmo job control ID steer --input 'focus on the parser'\n"
                "  mmo job control ID respond --request-id 7 --response '{\"decision\": "
                "\"accept\"}'\n  mmo job control ID continue --input 'go on'",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=RAW)
     _job_id(control)
     control.add_argument("action", choices=CONTROL_ACTIONS, metavar="ACTION",
                          help=f"one of: {', '.join(CONTROL_ACTIONS)}")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .output import print_json, table
+from .output import RAW, json_flag, print_json, table
 
-RAW = argparse.RawDescriptionHelpFormatter
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 
 
@@ -66,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     smoke.add_argument("--cwd", default=".", metavar="DIR", help="workspace (default: here)")
     smoke.add_argument("--wall", type=float, default=300.0, metavar="SECONDS",
                        help="limit per marker task (default 300)")
-    smoke.add_argument("--json", action="store_true", help="print the report as JSON")
+    json_flag(smoke, "print the report as JSON")
     smoke.set_defaults(func=run_smoke)
 
     clean = sub.add_parser("clean", help="remove old finished sessions and jobs",
@@ -80,5 +79,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="keep jobs that finished within N days")
     clean.add_argument("--session-days", type=float, metavar="N",
                        help="keep sessions that finished within N days")
-    clean.add_argument("--json", action="store_true", help="machine-readable output")
+    json_flag(clean)
     clean.set_defaults(func=run_clean)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -98,3 +99,12 @@ def fields(pairs: Iterable[tuple[str, Any]], stream: TextIO = sys.stdout) -> Non
     for key, value in shown:
         text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
         stream.write(f"{key.ljust(width)}  {text}\n")
+
+
+RAW = argparse.RawDescriptionHelpFormatter
+"""Help formatter that keeps the examples in an epilog as written."""
+
+
+def json_flag(parser: argparse.ArgumentParser, what: str = "machine-readable output") -> None:
+    """``--json`` on a read command: the same data for scripts."""
+    parser.add_argument("--json", action="store_true", help=what)

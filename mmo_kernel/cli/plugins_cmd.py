@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..drivers import CONCERNS
-from .output import print_json, table
+from .output import json_flag, print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "drivers it provides for each concern."
         ),
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    json_flag(p)
     p.set_defaults(func=run)
 
 

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from .output import fields, print_json, table
+from .output import RAW, fields, print_json, table
+from .output import json_flag as _json
 
-RAW = argparse.RawDescriptionHelpFormatter
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 
 
@@ -110,9 +110,6 @@ def _profile_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", metavar="ID|PATH",
                         help="a profile id or a path to a profile folder (contains a '/')")
 
-
-def _json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

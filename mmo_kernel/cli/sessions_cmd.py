@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import ago, duration, fields, print_json, short, table, tokens
+from .output import RAW, ago, duration, fields, print_json, short, table, tokens
+from .output import json_flag as _json
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 EXIT_DETACHED = 124
-RAW = argparse.RawDescriptionHelpFormatter
 
 
 # ------------------------------------------------------------------ run --
@@ -212,9 +212,6 @@ def run_control(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------ parsers --
 
-
-def _json(parser: argparse.ArgumentParser, what: str = "machine-readable output") -> None:
-    parser.add_argument("--json", action="store_true", help=what)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
