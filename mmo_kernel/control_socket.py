@@ -26,6 +26,7 @@ import os
 import socket
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ MAX_SOCKET_PATH_BYTES = 104
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEFAULT_CONTROL_TIMEOUT = 30.0
 _READ_TIMEOUT = 10.0
+_DRAIN_SECONDS = 15.0
 _NAME_DIGEST_CHARS = 24
 
 Handler = Callable[[dict[str, Any]], Any]
@@ -242,6 +244,8 @@ class ControlServer:
 
     Connections are read concurrently (a slow client cannot block others);
     handler calls are serialized, so host logic needs no locking of its own.
+    ``close`` waits for exchanges in flight, so a control that ends the host
+    (pause, stop) still gets its reply before the process exits.
     """
 
     def __init__(self, path: Path | str, handler: Handler) -> None:
@@ -253,6 +257,8 @@ class ControlServer:
         self._inode: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._exchanges: set[threading.Thread] = set()
+        self._exchanges_lock = threading.Lock()
 
     def start(self, *, replace_live: bool = False) -> ControlServer:
         """Bind and serve; replaces a stale socket file, a live server only if ``replace_live``."""
@@ -313,6 +319,15 @@ class ControlServer:
         self._sock.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Let replies already being computed reach their callers (bounded)."""
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        with self._exchanges_lock:
+            pending = [t for t in self._exchanges if t is not threading.current_thread()]
+        for thread in pending:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> ControlServer:
         return self if self._sock is not None else self.start()
@@ -330,10 +345,20 @@ class ControlServer:
                     return
                 log.warning("control socket %s accept failed: %s", self.path, exc)
                 continue
-            threading.Thread(target=self._exchange, args=(conn,), daemon=True,
-                             name=f"control-conn-{self.path.name}").start()
+            thread = threading.Thread(target=self._exchange, args=(conn,), daemon=True,
+                                      name=f"control-conn-{self.path.name}")
+            with self._exchanges_lock:
+                self._exchanges.add(thread)
+            thread.start()
 
     def _exchange(self, conn: socket.socket) -> None:
+        try:
+            self._answer(conn)
+        finally:
+            with self._exchanges_lock:
+                self._exchanges.discard(threading.current_thread())
+
+    def _answer(self, conn: socket.socket) -> None:
         with conn:
             conn.settimeout(_READ_TIMEOUT)
             try:

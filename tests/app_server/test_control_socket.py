@@ -181,6 +181,34 @@ def test_host_dying_mid_request_is_delivery_unknown(control_path: Path) -> None:
         assert send_control_request(control_path, {"action": "inspect"})["result"] == "next"
 
 
+HOST_THAT_STOPS = """
+import sys, threading, time
+from mmo_kernel.control_socket import ControlServer
+stopping = threading.Event()
+def handler(request):
+    stopping.set()  # the host's main thread starts retiring now...
+    time.sleep(0.5)  # ...while this reply is still being written (a record update)
+    return {"pausing": True}
+server = ControlServer(sys.argv[1], handler).start()
+print("ready", flush=True)
+stopping.wait()
+server.close()
+"""
+
+
+def test_a_control_that_ends_the_host_still_gets_its_reply(control_path: Path) -> None:
+    host = subprocess.Popen([sys.executable, "-c", HOST_THAT_STOPS, os.fspath(control_path)],
+                            stdout=subprocess.PIPE)
+    try:
+        assert host.stdout is not None and host.stdout.readline() == b"ready\n"
+        assert send_control_request(control_path, {"action": "pause"}) == {
+            "result": {"pausing": True}}
+        assert host.wait(timeout=10) == 0
+    finally:
+        host.kill()
+        host.wait()
+
+
 def test_retiring_server_never_unlinks_a_newer_generation(control_path: Path) -> None:
     old = ControlServer(control_path, lambda request: "old").start()
     with pytest.raises(RuntimeError, match="served by a live host"):
