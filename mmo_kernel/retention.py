@@ -15,6 +15,9 @@ from .paths import state_dir
 from .session_records import TERMINAL_SESSION_STATUSES, read_session_record
 from .state import read_json, runtime_lock, safe_path
 
+STALE_COMPILE_SECONDS = 3600.0
+"""A ``.compile-*`` staging dir this old was left by a compile that crashed."""
+
 TERMINAL_JOB_STATUSES = frozenset({"completed", "completed_with_warnings", "failed", "cancelled",
                                    "stopped"})
 
@@ -59,6 +62,15 @@ def _expired_sessions(cutoff: datetime) -> list[Path]:
     return found
 
 
+def _stale_compiles(cutoff: float) -> list[Path]:
+    """Staging dirs of snapshot compiles that died before publishing (never a snapshot)."""
+    root = safe_path(state_dir(), "snapshots", what="snapshots directory")
+    if not root.is_dir():
+        return []
+    return [entry for entry in sorted(root.glob(".compile-*"))
+            if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < cutoff]
+
+
 def _expired_jobs(cutoff: datetime, cleanup: Any) -> list[Path]:
     root = safe_path(state_dir(), "jobs", what="jobs directory")
     found = []
@@ -92,5 +104,7 @@ def clean_state(job_days: float, session_days: float, *, job_cleanup: Any = None
             _remove(path)
         sessions = _expired_sessions(now - timedelta(days=session_days))
         for path in sessions:
+            _remove(path)
+        for path in _stale_compiles(now.timestamp() - STALE_COMPILE_SECONDS):
             _remove(path)
     return {"jobs": len(jobs), "sessions": len(sessions)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from mmo_kernel.retention import clean_state
 from mmo_kernel.session_records import session_dir, session_file
@@ -43,3 +44,26 @@ def test_old_terminal_sessions_and_jobs_go_live_ones_stay(mmo_env):
     assert session_file(old_running, "session.json").exists()
     kept = json.loads(session_file(recent_done, "session.json").read_text())
     assert kept["status"] == "completed"
+
+
+def test_a_crashed_compiles_staging_dir_goes_a_fresh_one_and_snapshots_stay(mmo_env):
+    import os
+    import time
+
+    from mmo_kernel.snapshots import compile_profile
+
+    snapshot = compile_profile("codex-harness-team")
+    snapshots = mmo_env.state_dir / "snapshots"
+    crashed = snapshots / ".compile-crashed"
+    (crashed / "agents").mkdir(parents=True)
+    (crashed / "agents" / "AGENTS.md").write_text("half written")
+    os.chmod(crashed, 0o555)  # sealed, as the compile leaves it
+    hour_ago = time.time() - 2 * 3600
+    os.utime(crashed, (hour_ago, hour_ago))
+    fresh = snapshots / ".compile-in-progress"
+    fresh.mkdir()
+
+    assert clean_state(job_days=7, session_days=7) == {"jobs": 0, "sessions": 0}
+    assert not crashed.exists()
+    assert fresh.exists()
+    assert Path(snapshot["directory"]).is_dir()
