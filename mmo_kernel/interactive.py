@@ -1,7 +1,7 @@
 """Interactive sessions: the Codex TUI attached to a session's root app-server (spec 03).
 
 The root host runs the app-server in listen mode on a private unix socket
-(``interactive_socket_path``); the TUI (``<codex> --remote unix://SOCK resume
+(``root_app_server_socket_path``); the TUI (``<codex> --remote unix://SOCK resume
 THREAD``) runs as a child of the caller with the root's environment. The
 host outlives the TUI: when it exits the session is ``detached``, and a
 later resume re-attaches the same session, run, home, snapshot and thread.
@@ -17,8 +17,8 @@ from typing import Any
 
 from .audit import append_audit
 from .interactive_admission import admit_resume, seed_goal
-from .interactive_paths import interactive_socket_path
 from .processes import process_matches
+from .root_socket import root_app_server_socket_path
 from .session_create import create_session
 from .session_lifecycle import detach_session, load_session
 from .session_records import (
@@ -27,14 +27,11 @@ from .session_records import (
     session_dir,
     session_file,
 )
-from .session_state import REMOVE, mark_session_running, update_session
+from .session_state import REMOVE, mark_session_running, relaunch_clears, update_session
 from .state import lifecycle_lock
 
 BIND_TIMEOUT_SECONDS = 60.0
 _POLL = 0.05
-_RUNNER_FIELDS = ("root_pid", "root_pgid", "root_start_token", "root_control_socket",
-                  "root_control_socket_ready", "active_root_turn_id")
-_APP_FIELDS = ("root_app_server_pid", "root_app_server_pgid", "root_app_server_start_token")
 
 
 def _launch_host(record: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +73,7 @@ def _wait_bound(session_id: str, timeout: float = BIND_TIMEOUT_SECONDS) -> dict[
 
 def tui_argv(record: dict[str, Any]) -> list[str]:
     """``<codex> --remote unix://SOCK resume THREAD``: the TUI on the host's app-server."""
-    endpoint = f"unix://{interactive_socket_path(record['session_id'])}"
+    endpoint = f"unix://{root_app_server_socket_path(record['session_id'])}"
     return [record["codex_binary"], "--remote", endpoint, "resume", record["root_thread_id"]]
 
 
@@ -124,11 +121,8 @@ def launch_interactive(profile: Any, cwd: str | os.PathLike[str] | None = None,
 def _relaunch(record: dict[str, Any]) -> dict[str, Any]:
     """A new host on the same thread; the app-server's identity is kept only while it lives."""
     sid = record["session_id"]
-    fields: dict[str, Any] = {f: REMOVE for f in _RUNNER_FIELDS}
-    if not process_matches(record.get("root_app_server_pid"),
-                           record.get("root_app_server_start_token")):
-        fields.update({f: REMOVE for f in _APP_FIELDS})
-    update_session(sid, cold_pause_pending=REMOVE, root_continue_input=REMOVE, **fields)
+    update_session(sid, cold_pause_pending=REMOVE, root_continue_input=REMOVE,
+                   **relaunch_clears(record))
     _launch_host(read_session_record(sid))
     return _wait_bound(sid)
 

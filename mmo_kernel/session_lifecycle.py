@@ -21,7 +21,14 @@ from .session_records import (
     session_dir,
     session_file,
 )
-from .session_state import HOST_FIELDS, REMOVE, reconcile, transition, update_session
+from .session_state import (
+    HOST_FIELDS,
+    REMOVE,
+    reconcile,
+    relaunch_clears,
+    transition,
+    update_session,
+)
 from .state import lifecycle_lock, runtime_lock
 
 HOST_EXIT_POLL = 0.05
@@ -203,7 +210,11 @@ def _verify_homes(record: dict[str, Any]) -> None:
 
 
 def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, Any]:
-    """Start a new root host on the same thread (after pause, suspension or host loss)."""
+    """Start a new root host on the same thread (after pause, suspension or host loss).
+
+    The caller made sure the old host is gone; an app-server it left alive is
+    adopted by the new host, with whatever turn it is still running.
+    """
     from .plugins import execution_host
     from .snapshots import snapshot_profile
 
@@ -213,8 +224,7 @@ def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, A
     except RuntimeError as exc:
         update_session(sid, status="suspended", resume_error=f"home validation failed: {exc}")
         raise
-    _retire_root(record, grace_seconds=2.0)
-    fields: dict[str, Any] = {f: REMOVE for f in HOST_FIELDS}
+    fields = relaunch_clears(record)
     fields.update(failure=REMOVE, resume_error=REMOVE, error=REMOVE,
                   root_continue_input=input_text or "Continue.")
     update_session(sid, **fields)

@@ -28,9 +28,21 @@ STARTUP_GRACE_SECONDS = 30.0
 BOOKKEEPING_FIELDS = frozenset({"finished_at", "last_active_at"})
 """Fields a terminal session may still change."""
 
-HOST_FIELDS = ("root_pid", "root_pgid", "root_start_token", "root_app_server_pid",
-               "root_app_server_pgid", "root_app_server_start_token", "root_control_socket",
-               "root_control_socket_ready", "active_root_turn_id")
+RUNNER_FIELDS = ("root_pid", "root_pgid", "root_start_token", "root_control_socket",
+                 "root_control_socket_ready", "active_root_turn_id")
+APP_SERVER_FIELDS = ("root_app_server_pid", "root_app_server_pgid",
+                     "root_app_server_start_token")
+HOST_FIELDS = RUNNER_FIELDS + APP_SERVER_FIELDS
+
+
+def relaunch_clears(record: dict[str, Any]) -> dict[str, Any]:
+    """Host fields a relaunch removes: the dead runner's always, the app-server's only
+    when it is gone too (a live one is kept for the new host to adopt)."""
+    fields: dict[str, Any] = {f: REMOVE for f in RUNNER_FIELDS}
+    if not process_matches(record.get("root_app_server_pid"),
+                           record.get("root_app_server_start_token")):
+        fields.update({f: REMOVE for f in APP_SERVER_FIELDS})
+    return fields
 
 
 def _apply_fields(record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:

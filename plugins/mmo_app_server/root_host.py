@@ -17,8 +17,8 @@ from typing import Any
 from mmo_kernel.audit import append_audit
 from mmo_kernel.evidence import final_message
 from mmo_kernel.goals import cap_objective, goal_prompt
-from mmo_kernel.interactive_paths import interactive_socket_path
 from mmo_kernel.processes import process_matches, terminate_process_groups
+from mmo_kernel.root_socket import root_app_server_socket_path
 from mmo_kernel.session_env import root_environment
 from mmo_kernel.session_records import read_session_record, session_file, utc_now
 from mmo_kernel.session_state import HOST_FIELDS, REMOVE, transition, update_session
@@ -58,7 +58,8 @@ class RootHost(AgentHost):
         super().__init__(record, max_recoveries=int(options.get("max_recoveries", 3)))
         self.approval_policy = self.spec.approval_policy
         self.on_pending = self._pending_changed
-        self.adopt_app_server = self.interactive()
+        self.adopt_app_server = True  # once: an app-server left by a dead host
+        self.adopted = False
 
     # -- persistence ---------------------------------------------------------
 
@@ -241,22 +242,23 @@ class RootHost(AgentHost):
         return self.record.get("session_kind") == "interactive"
 
     def open_client(self, **wiring: Any) -> Any:
-        """An interactive root's app-server listens on a socket the TUI reaches too;
-        a live one left by a dead host is adopted once instead of replaced."""
-        if not self.interactive():
-            return super().open_client(**wiring)
+        """The root's app-server listens on a socket, not on this host's pipes, so it
+        outlives a host that dies (spec 03); the TUI of an interactive root reaches it
+        there too. A live one left by a dead host is adopted once instead of replaced."""
         from .launch import app_server_argv
         from .ws_transport import adopt_listening, spawn_listening, unix_endpoint
 
-        path = interactive_socket_path(self.session_id)
+        path = root_app_server_socket_path(self.session_id)
         pid = self.record.get("root_app_server_pid")
         token = self.record.get("root_app_server_start_token")
         if self.adopt_app_server and isinstance(pid, int) and token:
             self.adopt_app_server = False
             if process_matches(pid, token):
                 try:
-                    return adopt_listening(pid, token, path, stderr_path=self.stderr_path,
-                                           **wiring)
+                    client = adopt_listening(pid, token, path, stderr_path=self.stderr_path,
+                                             **wiring)
+                    self.adopted = True
+                    return client
                 except (RuntimeError, TimeoutError, OSError):
                     terminate_process_groups([self.record.get("root_app_server_pgid") or pid],
                                              grace_seconds=2.0)
@@ -264,6 +266,22 @@ class RootHost(AgentHost):
         argv = app_server_argv(self.record_codex_binary(), listen=unix_endpoint(path))
         return spawn_listening(argv, path, cwd=self.cwd(), env=self.environment(),
                                stderr_path=self.stderr_path, **wiring)
+
+    def adopted_turn(self) -> str | None:
+        """The turn an adopted app-server is still running: wait for it, never start
+        another beside it. An explicit continue input steers it."""
+        if not self.adopted:
+            return None
+        assert self.app is not None and self.thread_id is not None
+        turns = self.app.read_thread(self.thread_id, include_turns=True).get("turns") or []
+        if not turns or turns[-1].get("status") != "inProgress":
+            return None
+        turn_id = str(turns[-1]["id"])
+        text = self.record.get("root_continue_input")
+        self.store(root_continue_input=None)
+        if text and text != "Continue.":
+            self.app.steer(self.thread_id, turn_id, text)
+        return turn_id
 
     def serve_interactive(self) -> None:
         """The user's TUI drives the thread; keep app-server, thread and controls alive.
@@ -310,7 +328,8 @@ class RootHost(AgentHost):
             if os.environ.get("MMO_ROOT_HOST_MODE") == "compact":
                 self.compact_only()
                 return 0
-            turn_id: str | None = self.resume_turn() if resumed else self.start_first_turn()
+            turn_id: str | None = self.adopted_turn() or (
+                self.resume_turn() if resumed else self.start_first_turn())
             terminal: dict[str, Any] | None = None
             while terminal is None and turn_id is not None:
                 try:

@@ -1,8 +1,9 @@
 """An app-server reached over ``--listen unix://PATH`` instead of stdio.
 
 Real Codex speaks WebSocket on such a socket (an HTTP upgrade, then one
-JSON-RPC message per text frame). An interactive root needs it: the host and
-the user's TUI (``codex --remote unix://PATH``) must share one app-server.
+JSON-RPC message per text frame). Every root uses it: its app-server must
+outlive a host that dies (spec 03), and an interactive root's TUI
+(``codex --remote unix://PATH``) shares it with the host.
 :class:`ListeningProcess` looks like the ``Popen`` that :class:`AppServerClient`
 wraps (``pid``, ``stdin``, ``stdout``, ``poll``, ``wait``), with the pipes
 replaced by the socket, so the whole JSON-RPC client is reused unchanged and

@@ -49,3 +49,31 @@ def test_killed_app_server_mid_turn_is_recovered_on_the_same_thread(workspace):
     # real Codex persisted the killed turn as interrupted; MMO continued in a new turn
     assert turns[0]["id"] == before["active_root_turn_id"]
     assert [t["status"] for t in turns] == ["interrupted", "completed"]
+
+
+def test_killed_controller_leaves_the_app_server_and_continue_adopts_its_turn(workspace):
+    """The running turn survives its controller; the next host waits for that same turn."""
+    from mmo_kernel.processes import process_matches
+    from mmo_kernel.session_lifecycle import continue_session, load_session
+    from mmo_kernel.session_records import iter_session_records
+
+    prompt = script("shell sleep 6 && echo slept", "say adopted: {{step1}}")
+    run = Background(run_root_exec, JOB_LAB, workspace, prompt, 90, bindings=OFFLINE)
+    sid = wait_until(lambda: (iter_session_records() or [None])[0],
+                     what="the session")["session_id"]
+    before = wait_until(lambda: _command_started(sid), what="the root's command to start")
+    os.killpg(before["root_pgid"], signal.SIGKILL)
+    assert run.join()["status"] == "suspended"
+    app = (before["root_app_server_pid"], before["root_app_server_start_token"])
+    assert process_matches(*app)  # left alive on its socket, not on the dead host's pipes
+
+    continue_session(sid)
+    wait_until(lambda: load_session(sid)["status"] == "completed", timeout=60,
+               what="the adopted turn to complete")
+    turns = json.loads(session_file(sid, "root-terminal-history.json").read_text())["turns"]
+    assert [(t["id"], t["status"]) for t in turns] == [
+        (before["active_root_turn_id"], "completed")]
+    assert session_file(sid, "root-result.md").read_text() == "adopted: slept"
+    host = (read_session_record(sid)["root_pid"], read_session_record(sid)["root_start_token"])
+    wait_until(lambda: not process_matches(*app) and not process_matches(*host),
+               what="the finished host to retire the adopted app-server and exit")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from mmo_kernel.interactive import launch_interactive, tui_argv
-from mmo_kernel.interactive_paths import interactive_socket_path
 from mmo_kernel.processes import process_matches
+from mmo_kernel.root_socket import root_app_server_socket_path
 from mmo_kernel.session_lifecycle import cancel_session, load_session
 from mmo_kernel.session_records import iter_session_records
 from mmo_kernel.standin.websocket import WebSocketClient
@@ -39,7 +39,7 @@ def test_launch_runs_the_tui_on_the_bound_thread_and_leaves_the_host_detached(wo
     assert record["session_kind"] == "interactive"
     assert thread and record["root_control_socket_ready"] is True
     assert "root_client_pid" not in record  # the client was released
-    socket_path = interactive_socket_path(sid)
+    socket_path = root_app_server_socket_path(sid)
     assert len(os.fsencode(str(socket_path))) < 104 and socket_path.is_socket()
     calls = invocations(record)
     assert calls == [{"args": ["--remote", f"unix://{socket_path}", "resume", thread],
@@ -124,7 +124,7 @@ def test_tui_exit_code_is_returned(workspace, tmp_path, monkeypatch):
 
     record = _only_session()
     assert record["status"] == "detached"
-    assert tui_argv(record)[1:] == ["--remote", f"unix://{interactive_socket_path(record['session_id'])}",
+    assert tui_argv(record)[1:] == ["--remote", f"unix://{root_app_server_socket_path(record['session_id'])}",
                                     "resume", record["root_thread_id"]]
     assert len(invocations(record)) == 1
     cancel_session(record["session_id"])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mmo_kernel.interactive import begin_resume_run, launch_interactive, resume_interactive
-from mmo_kernel.interactive_paths import interactive_socket_path
 from mmo_kernel.processes import process_matches
+from mmo_kernel.root_socket import root_app_server_socket_path
 from mmo_kernel.session_lifecycle import cancel_session, detach_session, load_session, pause_session
 from mmo_kernel.session_records import iter_session_records, read_session_record, session_file
 from mmo_kernel.session_state import taint_session
@@ -121,7 +121,7 @@ def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(
         assert record[key] == detached[key], key
     calls = invocations(record)
     assert [c["thread_id"] for c in calls] == [record["root_thread_id"]] * 2
-    assert calls[1]["args"][:2] == ["--remote", f"unix://{interactive_socket_path(sid)}"]
+    assert calls[1]["args"][:2] == ["--remote", f"unix://{root_app_server_socket_path(sid)}"]
     resumed = [e for e in audit_events(sid) if e["event"] == "run_resumed"]
     assert len(resumed) == 1 and resumed[0]["host_relaunched"] is False
 
@@ -147,7 +147,7 @@ def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(
 
 def _run_a_turn(sid: str, thread: str) -> None:
     """Act as the TUI: one turn on the root thread, so the thread is persisted."""
-    client = WebSocketClient(str(interactive_socket_path(sid)), timeout=30)
+    client = WebSocketClient(str(root_app_server_socket_path(sid)), timeout=30)
     try:
         client.send({"id": 1, "method": "initialize",
                      "params": {"clientInfo": {"name": "codex_tui", "version": "0"}}})

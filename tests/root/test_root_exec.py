@@ -12,7 +12,7 @@ import pytest
 
 from mmo_kernel.root_exec import run_root_exec
 from mmo_kernel.session_lifecycle import load_session
-from mmo_kernel.session_records import read_run_record, session_file
+from mmo_kernel.session_records import read_run_record, read_session_record, session_file
 
 from .conftest import GOAL_PROFILE, OFFLINE, TURN_PROFILE, sent_methods, wait_until
 
@@ -168,3 +168,29 @@ def test_killing_the_controller_suspends_and_keeps_the_app_server(workspace):
     assert session["root_app_server_pid"] == record["root_app_server_pid"]
     assert _alive(record["root_app_server_pid"])
     os.killpg(record["root_app_server_pgid"], signal.SIGKILL)
+
+
+
+def test_continue_after_a_controller_crash_adopts_the_app_server_and_its_turn(workspace):
+    """No second turn beside the one still running: the new host waits for it."""
+    from mmo_kernel.session_lifecycle import continue_session
+
+    from .conftest import Background, session_id_of_latest
+
+    bg = Background(run, TURN_PROFILE, workspace, "slow FAKE_SLEEP=8")
+    sid = session_id_of_latest()
+    before = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
+                        what="the root turn")
+    os.killpg(before["root_pgid"], signal.SIGKILL)
+    assert bg.join()["status"] == "suspended"
+    continue_session(sid)
+    wait_until(lambda: load_session(sid)["status"] == "completed",
+                      what="the adopted turn to complete", timeout=60)
+    events = session_file(sid, "root-events.jsonl").read_text()
+    assert events.count('"method":"turn/start"') == 1
+    history = json.loads(session_file(sid, "root-terminal-history.json").read_text())
+    assert [t["id"] for t in history["turns"]] == [before["active_root_turn_id"]]
+    assert "FAKE_CODEX_OK" in session_file(sid, "root-result.md").read_text()
+    host = read_session_record(sid)["root_pid"]
+    wait_until(lambda: not _alive(before["root_app_server_pid"]) and not _alive(host),
+               what="the finished host to retire the adopted app-server and exit")

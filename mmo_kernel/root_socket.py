@@ -1,4 +1,4 @@
-"""Where an interactive session's app-server listens (shared by the host and the TUI)."""
+"""Where a session's root app-server listens (shared by its host and the user's TUI)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ from pathlib import Path
 from .control_socket import app_server_socket_path
 
 
-def interactive_socket_path(session_id: str) -> Path:
+def root_app_server_socket_path(session_id: str) -> Path:
     """``unix://`` socket of the root app-server; deterministic, so any resume finds it."""
     return app_server_socket_path(f"app-server:root:{session_id}")
