@@ -3,6 +3,8 @@
 A placeholder that is a whole JSON string value is replaced by the value
 itself (so ``"{{last.job_ids}}"`` becomes a list); inside longer text it is
 replaced by the value's text (strings as is, anything else as compact JSON).
+``{{!ref}}`` is escaped: it loses one ``!`` and stays a placeholder, so a root
+can hand a worker a script whose placeholders are the worker's own.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
+_PLACEHOLDER = re.compile(
+    r"\{\{\s*(?P<bang>!?)(?P<more>!*)(?P<ref>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?P<path>(?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
 
 
 class PlaceholderError(ValueError):
@@ -67,17 +71,23 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+def _replace(match: re.Match[str], results: Results) -> str:
+    if match["bang"]:
+        return "{{" + match["more"] + match["ref"] + match["path"] + "}}"
+    return as_text(results.lookup(match["ref"], match["path"]))
+
+
 def substitute_text(text: str, results: Results) -> str:
     """Replace every placeholder in ``text`` by its value's text."""
-    return _PLACEHOLDER.sub(lambda m: as_text(results.lookup(m.group(1), m.group(2))), text)
+    return _PLACEHOLDER.sub(lambda m: _replace(m, results), text)
 
 
 def substitute_json(value: Any, results: Results) -> Any:
     """Substitute inside a parsed JSON value; a whole-string placeholder keeps its type."""
     if isinstance(value, str):
         whole = _PLACEHOLDER.fullmatch(value.strip())
-        if whole:
-            return results.lookup(whole.group(1), whole.group(2))
+        if whole and not whole["bang"]:
+            return results.lookup(whole["ref"], whole["path"])
         return substitute_text(value, results)
     if isinstance(value, list):
         return [substitute_json(v, results) for v in value]

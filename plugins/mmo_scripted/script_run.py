@@ -74,6 +74,8 @@ class ScriptRun:
         """Consume past events; return a running command's session id, if any."""
         running: tuple[Step, list[str], int] | None = None
         for event in self.conv.events_after(self.anchor):
+            if running is None:
+                self._skip_uncallable()
             if event.message is not None:
                 if self.done < len(self.steps) and self.steps[self.done].kind == "say":
                     self.done += 1
@@ -98,7 +100,25 @@ class ScriptRun:
                 running = (step, [outcome.text], outcome.session_id)
                 continue
             self._complete(step, outcome)
+        if running is None:
+            self._skip_uncallable()
         return running[2] if running is not None else None
+
+    def _skip_uncallable(self) -> None:
+        """A ``try`` step that cannot even be called (tool not offered, placeholder
+        unresolved) records its error as its result and the script goes on. The check
+        depends only on this request and earlier results, so every replay agrees."""
+        while self.done < len(self.steps):
+            step = self.steps[self.done]
+            if not (step.tolerant and step.is_tool_step):
+                return
+            try:
+                self._emit(step)
+            except StepFailed as failure:
+                self.results.add(step.number, step.name, failure.error, None)
+                self.done += 1
+                continue
+            return
 
     def _complete(self, step: Step, outcome: Outcome) -> None:
         if outcome.error is not None and not step.tolerant:

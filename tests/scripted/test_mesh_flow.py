@@ -18,8 +18,9 @@ def mesh_tools() -> list[dict]:
     return tools
 
 
-WORKER_SCRIPT = (
-    "```mmo-script\nwrite src/feature.py <<EOF\nFEATURE = True\nEOF\nsay feature written\n```"
+WORKER_SCRIPT = (  # {{!step1}}: the worker's own placeholder, escaped from the root
+    "```mmo-script\nwrite src/feature.py <<EOF\nFEATURE = True\nEOF\n"
+    "say feature written: {{!step1}}\n```"
 )
 
 
@@ -42,12 +43,13 @@ def test_root_spawns_waits_reads_accepts_and_integrates():
     spawn = root.call()
     assert (spawn.namespace, spawn.name) == ("mcp__mmo_mesh", "agent_spawn")
     task = json.loads(spawn.arguments)["task"]
+    assert "say feature written: {{step1}}" in task
     root.answer(mcp_json({"job_id": "job-7", "status": "queued"}))
     wait = root.call()
     assert json.loads(wait.arguments) == {"job_ids": ["job-7"], "timeout_seconds": 600}
     root.answer(mcp_json({"jobs": [{"job_id": "job-7", "status": "completed"}]}))
     assert json.loads(root.call().arguments) == {"job_id": "job-7"}
-    root.answer(mcp_json({"job_id": "job-7", "final_message": "feature written"}))
+    root.answer(mcp_json({"job_id": "job-7", "final_message": "feature written: ok"}))
     accept = root.call()
     assert (accept.name, json.loads(accept.arguments)["job_id"]) == ("agent_result_accept", "job-7")
     root.answer(mcp_json({"accepted": True}))
@@ -55,7 +57,7 @@ def test_root_spawns_waits_reads_accepts_and_integrates():
     root.answer(mcp_json({"integrated": True}))
     assert root.call().name == "update_goal"
     root.answer('{"goal": {"status": "complete"}}')
-    assert root.message() == "integrated job-7: feature written"
+    assert root.message() == "integrated job-7: feature written: ok"
 
     worker = Transcript(task)
     write = worker.custom()
@@ -63,7 +65,8 @@ def test_root_spawns_waits_reads_accepts_and_integrates():
         "*** Begin Patch\n*** Add File: src/feature.py\n+FEATURE = True\n*** End Patch\n"
     )
     worker.answer(patch_ok(["src/feature.py"]))
-    assert worker.message() == "feature written"
+    assert worker.message() == (
+        "feature written: Success. Updated the following files:\nA src/feature.py")
 
 
 def test_a_spawn_refusal_stops_the_root_before_it_waits():

@@ -149,6 +149,20 @@ def test_a_tool_codex_did_not_offer_is_reported_not_called():
     assert "Codex did not offer the freeform tool 'apply_patch'" in t3.message()
 
 
+def test_a_try_step_that_cannot_be_called_records_why_and_the_script_goes_on():
+    t = Transcript(script('try mcp mmo_mesh.agent_status {"job_ids": []}',
+                          "try shell echo {{step1.x}}", "shell echo still here",
+                          "say {{step1}} | {{step2}} | {{step3}}"))
+    call = t.call()  # steps 1 and 2 are skipped without a call; step 3 runs
+    assert json.loads(call.arguments)["cmd"] == "echo still here"
+    t.answer(exec_output("still here\n"))
+    text = t.message()
+    assert text == ("Codex did not offer MCP server 'mmo_mesh' (MCP servers offered: echo)"
+                    " | the result of step1 is not JSON, so it has no .x | still here")
+    t.user("again")  # replayed on the next request: the same steps count as done
+    assert t.message() == text
+
+
 def test_a_bad_placeholder_stops_before_calling():
     t = Transcript(script("shell echo hi", "shell echo {{step1.x}}"))
     t.call()

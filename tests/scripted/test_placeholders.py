@@ -37,3 +37,11 @@ def test_unresolvable_placeholders_explain_why(results, text, phrase):
     with pytest.raises(PlaceholderError) as info:
         substitute_text(text, results)
     assert phrase in str(info.value)
+
+
+def test_an_escaped_placeholder_loses_one_bang_and_is_never_looked_up(results):
+    text = "say {{!step9.job_id}} after {{spawn.job_id}}, deeper {{!!last}}"
+    assert substitute_text(text, results) == (
+        "say {{step9.job_id}} after j-1, deeper {{!last}}")
+    task = {"task": "{{!spawn.ids}}", "nested": ["{{ !step3 }}"]}
+    assert substitute_json(task, results) == {"task": "{{spawn.ids}}", "nested": ["{{step3}}"]}
