@@ -154,15 +154,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_killing_the_controller_suspends_and_keeps_the_app_server(workspace):
+def _kill_controller_mid_turn(workspace, prompt):
+    """Run a root in the background and SIGKILL its controller's group mid-turn."""
     from .conftest import Background, session_id_of_latest
 
-    bg = Background(run, TURN_PROFILE, workspace, "slow FAKE_SLEEP=30")
+    bg = Background(run, TURN_PROFILE, workspace, prompt)
     sid = session_id_of_latest()
     record = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
                         what="the root turn")
     os.killpg(record["root_pgid"], signal.SIGKILL)
-    out = bg.join()
+    return sid, record, bg.join()
+
+
+def test_killing_the_controller_suspends_and_keeps_the_app_server(workspace):
+    _, record, out = _kill_controller_mid_turn(workspace, "slow FAKE_SLEEP=30")
     assert out["status"] == "suspended"
     session = out["session"]
     assert session["root_app_server_pid"] == record["root_app_server_pid"]
@@ -170,22 +175,15 @@ def test_killing_the_controller_suspends_and_keeps_the_app_server(workspace):
     os.killpg(record["root_app_server_pgid"], signal.SIGKILL)
 
 
-
 def test_continue_after_a_controller_crash_adopts_the_app_server_and_its_turn(workspace):
     """No second turn beside the one still running: the new host waits for it."""
     from mmo_kernel.session_lifecycle import continue_session
 
-    from .conftest import Background, session_id_of_latest
-
-    bg = Background(run, TURN_PROFILE, workspace, "slow FAKE_SLEEP=8")
-    sid = session_id_of_latest()
-    before = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
-                        what="the root turn")
-    os.killpg(before["root_pgid"], signal.SIGKILL)
-    assert bg.join()["status"] == "suspended"
+    sid, before, out = _kill_controller_mid_turn(workspace, "slow FAKE_SLEEP=8")
+    assert out["status"] == "suspended"
     continue_session(sid)
     wait_until(lambda: load_session(sid)["status"] == "completed",
-                      what="the adopted turn to complete", timeout=60)
+               what="the adopted turn to complete", timeout=60)
     events = session_file(sid, "root-events.jsonl").read_text()
     assert events.count('"method":"turn/start"') == 1
     history = json.loads(session_file(sid, "root-terminal-history.json").read_text())
