@@ -181,11 +181,15 @@ def test_continue_after_a_controller_crash_adopts_the_app_server_and_its_turn(wo
 
     sid, before, out = _kill_controller_mid_turn(workspace, "slow FAKE_SLEEP=8")
     assert out["status"] == "suspended"
-    continue_session(sid)
+    continue_session(sid, "mind the tests")
     wait_until(lambda: load_session(sid)["status"] == "completed",
                what="the adopted turn to complete", timeout=60)
     events = session_file(sid, "root-events.jsonl").read_text()
     assert events.count('"method":"turn/start"') == 1
+    rows = [json.loads(line)["message"] for line in events.splitlines()]
+    [steer] = [m for m in rows if m.get("method") == "turn/steer"]
+    assert steer["params"]["expectedTurnId"] == before["active_root_turn_id"]
+    assert steer["params"]["input"][0]["text"] == "mind the tests"
     history = json.loads(session_file(sid, "root-terminal-history.json").read_text())
     assert [t["id"] for t in history["turns"]] == [before["active_root_turn_id"]]
     assert "FAKE_CODEX_OK" in session_file(sid, "root-result.md").read_text()
