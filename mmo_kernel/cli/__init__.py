@@ -15,7 +15,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 COMMAND_MODULES = (
     "plugins_cmd", "jobs_cmd", "sessions_cmd", "profiles_cmd", "catalog_cmd", "gateway_cmd",
-    "maintenance_cmd", "demo_cmd",
+    "maintenance_cmd", "settings_cmd", "demo_cmd",
 )
 
 
