@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -59,6 +59,11 @@ class Settings(BaseModel):
     session_retention_days: int = Field(
         default=30, ge=1,
         description="`mmo clean` removes terminal sessions older than this many days.",
+    )
+    resource_pools: dict[str, Annotated[int, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description='Units per shared pool (resource_lock_key), e.g. { "opencode-go" = 2 }; '
+        "an unlisted pool holds the admitting profile's max_active_agents.",
     )
 
     @field_validator("schema_version")
@@ -119,9 +124,18 @@ def default_settings_text() -> str:
     defaults = Settings()
     for key in SETTING_KEYS:
         field = Settings.model_fields[key]
-        value = tomlkit.item(getattr(defaults, key)).as_string()
+        value = _toml_item(getattr(defaults, key)).as_string()
         lines += ["", f"# {field.description}", f"{key} = {value}"]
     return "\n".join(lines) + "\n"
+
+
+def _toml_item(value: Any) -> Any:
+    """A TOML item for ``value``; tables inline, so they stay one ``key = ...`` line."""
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        table.update(value)
+        return table
+    return tomlkit.item(value)
 
 
 def _read_text(path: Path) -> str:
@@ -172,7 +186,7 @@ def set_setting(key: str, value: Any) -> Settings:
     path = settings_path()
     document = tomlkit.parse(path.read_text(encoding="utf-8"))
     try:
-        document[key] = value
+        document[key] = _toml_item(value)
     except (TypeError, ValueError):
         raise ValueError(
             _problem(path, key, f"cannot store a {type(value).__name__} value in TOML")

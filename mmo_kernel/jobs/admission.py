@@ -250,12 +250,15 @@ def check_capacity(ctx: Context, items: list[Admitted], live: list[dict[str, Any
                    if r.get("resource_lock_key") == key)
         adding = sum(i.spec.resource_units for i in items if i.spec.resource_lock_key == key)
         _limit(f"resource pool {key!r} (across sessions)", used, adding,
-               pool_capacity(ctx.profile))
+               pool_capacity(ctx.profile, key))
 
 
-def pool_capacity(profile: ResolvedProfile) -> int:
-    """Units a shared resource pool holds: the admitting profile's ``max_active_agents``."""
-    return profile.coordination.max_active_agents
+def pool_capacity(profile: ResolvedProfile, key: str) -> int:
+    """Units a shared pool holds: ``resource_pools`` in settings.toml, else the admitting
+    profile's ``max_active_agents`` (the spec leaves a pool's size open)."""
+    from ..settings import load_settings
+
+    return load_settings().resource_pools.get(key, profile.coordination.max_active_agents)
 
 
 def admit(ctx: Context, specs: list[SpawnSpec]) -> list[Admitted]:

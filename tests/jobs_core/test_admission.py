@@ -179,3 +179,19 @@ def test_resource_pools_are_shared_across_sessions(make_session, live_job):
                      mine["session_id"], ROOT, None, "routine_engineer", task="x",
                      mode="workspace-write", write_scope_values=["src"])
     assert error.reason == "capacity"
+
+
+def test_a_pool_sized_in_settings_holds_that_many_units(make_session, live_job):
+    from mmo_kernel.settings import set_setting
+
+    set_setting("resource_pools", {"zai-coding": 4})
+    mine, other, third = make_session(), make_session(), make_session()
+    for _ in range(3):  # the profile's max_active_agents (3) would refuse the next one
+        live_job(other["session_id"], "routine_engineer", resource_lock_key="zai-coding",
+                 resource_units=1)
+    job = spawn_job(mine["session_id"], ROOT, None, "routine_engineer", task="x",
+                    mode="workspace-write", write_scope_values=["src"])
+    _refused(AdmissionError, "active-agent limit.*resource pool 'zai-coding'",
+             third["session_id"], ROOT, None, "routine_engineer", task="x",
+             mode="workspace-write", write_scope_values=["lib"])
+    cancel_job(job["job_id"], mine["session_id"])
