@@ -19,8 +19,12 @@ and ``apply_patch`` is a freeform ``custom`` tool. The rules here:
 * images are kept only when the route and model accept images (messages) or
   the route preserves tool media (tool outputs); otherwise a short text note
   says an image was omitted;
-* reasoning items and tools that have no equivalent upstream (web search,
-  image generation, tool search) are dropped.
+* a reasoning item's ``encrypted_content`` (a replay token, see
+  ``reasoning.py``) is kept on the next assistant turn for the wire to
+  rebuild; reasoning items without one, or with no assistant output after
+  them, are dropped;
+* tools that have no equivalent upstream (web search, image generation,
+  tool search) are dropped.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class Turn:
     parts: list[Part] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     call_id: str = ""
+    reasoning: list[str] = field(default_factory=list)
+    """``encrypted_content`` of the reasoning items that preceded this assistant output."""
 
 
 @dataclass
@@ -79,6 +85,8 @@ class Conversation:
     output_schema: dict[str, Any] | None
     effort: str | None
     max_output_tokens: int | None
+    route: str = ""
+    """The route the request is served on: replay tokens are only honoured on their own route."""
 
 
 def upstream_tool_name(namespace: str | None, name: str) -> str:
@@ -152,7 +160,8 @@ def _tools(raw_tools: Any) -> tuple[list[ToolSpec], dict[str, tuple[str | None, 
     return specs, names
 
 
-def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool) -> Conversation:
+def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool,
+                      route: str = "") -> Conversation:
     """Normalize a Codex Responses request body (see the module rules)."""
     tools, names = _tools(body.get("tools"))
     system_parts: list[str] = []
@@ -163,10 +172,18 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
     called: set[str] = set()
+    pending: list[str] = []
+    """Replay tokens of reasoning items still waiting for their assistant output."""
     for item in items or []:
         if not isinstance(item, dict):
             continue
         kind = item.get("type", "message" if "role" in item else None)
+        if kind == "reasoning":
+            if isinstance(item.get("encrypted_content"), str) and item["encrypted_content"]:
+                pending.append(item["encrypted_content"])
+            continue
+        if not _is_assistant_output(kind, item):
+            pending = []
         if kind == "message":
             role = item.get("role")
             if role in ("developer", "system"):
@@ -178,7 +195,8 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
             elif role in ("user", "assistant"):
                 parts = _parts(item.get("content"), images_ok and role == "user")
                 if parts:
-                    turns.append(Turn(role, parts))
+                    turns.append(Turn(role, parts, reasoning=pending))
+                    pending = []
         elif kind in ("function_call", "custom_tool_call"):
             custom = kind == "custom_tool_call"
             call_id = str(item.get("call_id") or "")
@@ -188,8 +206,10 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
             call = ToolCall(call_id, tool_name, args, custom)
             if turns and turns[-1].role == "assistant":
                 turns[-1].calls.append(call)
+                turns[-1].reasoning.extend(pending)
             else:
-                turns.append(Turn("assistant", calls=[call]))
+                turns.append(Turn("assistant", calls=[call], reasoning=pending))
+            pending = []
             called.add(call_id)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = item.get("call_id")
@@ -213,7 +233,14 @@ def read_conversation(body: dict[str, Any], images_ok: bool, tool_media_ok: bool
         effort=reasoning.get("effort") if isinstance(reasoning.get("effort"), str) else None,
         max_output_tokens=body.get("max_output_tokens") if isinstance(
             body.get("max_output_tokens"), int) else None,
+        route=route,
     )
+
+
+def _is_assistant_output(kind: Any, item: dict[str, Any]) -> bool:
+    """Items a preceding reasoning item belongs to; any other item orphans it."""
+    return kind in ("function_call", "custom_tool_call") or (
+        kind == "message" and item.get("role") == "assistant")
 
 
 def _pair_tool_results(turns: list[Turn]) -> list[Turn]:

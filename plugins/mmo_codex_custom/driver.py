@@ -200,7 +200,7 @@ class CodexCustomRoute(RouteDriver):
             return UpstreamCall(url, responses_request(body, model), headers, timeout, None)
         images_ok = "image" in route.transport_modalities and "image" in model.modalities
         media_ok = route.preserves_tool_media and "image" in route.tool_result_modalities
-        conv = read_conversation(body, images_ok, media_ok)
+        conv = read_conversation(body, images_ok, media_ok, route=route.id)
         if route.wire_protocol == "openai_chat":
             return UpstreamCall(url, chat_request(conv, model), headers, timeout, conv)
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)

@@ -1,4 +1,12 @@
-"""``openai_chat``: Responses requests as Chat Completions, chat streams as Responses events."""
+"""``openai_chat``: Responses requests as Chat Completions, chat streams as Responses events.
+
+Reasoning deltas (``reasoning_content``: DeepSeek, Z.AI, Moonshot;
+``reasoning`` / ``reasoning_details``: OpenRouter) become a Responses
+``reasoning`` item. Its replay token remembers the field, so the reasoning
+goes back on the assistant message in the upstream's own field: DeepSeek's
+thinking mode rejects a tool loop whose ``reasoning_content`` is missing,
+and OpenRouter documents sending ``reasoning_details`` back.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +15,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.responses_stream import ResponsesStream, usage_block
+from mmo_kernel.gateway.responses_stream import usage_block
 from mmo_kernel.gateway.sse import SseDecoder
 
 from .conversation import Conversation, Part, Turn, codex_call
+from .reasoning import REASONING_FIELDS, ChatToken, ReasoningField, ReasoningStream, seal, unseal
 
 ROUTING_KEYS = ("provider", "routing", "openrouter_metadata")
 
@@ -31,13 +40,13 @@ def _messages(conv: Conversation) -> list[dict[str, Any]]:
         if turn.role != "tool" and pending_media:
             messages.append({"role": "user", "content": _content(pending_media)})
             pending_media = []
-        messages.append(_message(turn, pending_media))
+        messages.append(_message(turn, pending_media, conv.route))
     if pending_media:
         messages.append({"role": "user", "content": _content(pending_media)})
     return messages
 
 
-def _message(turn: Turn, pending_media: list[Part]) -> dict[str, Any]:
+def _message(turn: Turn, pending_media: list[Part], route: str) -> dict[str, Any]:
     if turn.role == "tool":
         # Chat tool messages carry text only: images follow as a user message.
         texts = [p for p in turn.parts if p.kind == "text"]
@@ -50,12 +59,24 @@ def _message(turn: Turn, pending_media: list[Part]) -> dict[str, Any]:
     if turn.role == "assistant":
         message: dict[str, Any] = {"role": "assistant",
                                    "content": "\n".join(p.text for p in turn.parts) or None}
+        message.update(_replayed_reasoning(turn.reasoning, route))
         if turn.calls:
             message["tool_calls"] = [
                 {"id": c.call_id, "type": "function",
                  "function": {"name": c.name, "arguments": c.arguments}} for c in turn.calls]
         return message
     return {"role": turn.role, "content": _content(turn.parts)}
+
+
+def _replayed_reasoning(raw_tokens: list[str], route: str) -> dict[str, Any]:
+    """The reasoning fields to send back on an assistant message (see the module docstring)."""
+    tokens = [t for t in (unseal(raw, route) for raw in raw_tokens) if isinstance(t, ChatToken)]
+    if not tokens:
+        return {}
+    details = [d for t in tokens for d in t.details]
+    if details:
+        return {"reasoning_details": details}
+    return {tokens[0].field: "".join(t.text for t in tokens)}
 
 
 def chat_request(conv: Conversation, model: Any, stream: bool = True) -> dict[str, Any]:
@@ -87,12 +108,78 @@ def chat_request(conv: Conversation, model: Any, stream: bool = True) -> dict[st
     return payload
 
 
+class ChatReasoning:
+    """The open reasoning item of a chat stream: its text, source field and details."""
+
+    def __init__(self, route: str) -> None:
+        self.route = route
+        self.field: ReasoningField | None = None
+        self.text: list[str] = []
+        self.details: list[dict[str, Any]] = []
+
+    def feed(self, delta: dict[str, Any]) -> str:
+        """Record one delta's reasoning; returns the text to stream.
+
+        OpenRouter sends ``reasoning`` and the same text in ``reasoning_details``:
+        the string field wins, the details only speak when it is absent.
+        """
+        details = delta.get("reasoning_details")
+        if isinstance(details, list) and details:
+            _merge_details(self.details, details)
+            self.field = self.field or "reasoning"
+        for name in REASONING_FIELDS:
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                self.field = self.field or name
+                self.text.append(value)
+                return value
+        text = _details_text(details) if isinstance(details, list) else ""
+        self.text.append(text)
+        return text
+
+    def token(self) -> str | None:
+        """The replay token of what was fed, then start over; None when nothing was."""
+        field, self.field = self.field, None
+        text, self.text = "".join(self.text), []
+        details, self.details = self.details, []
+        if field is None:
+            return None
+        return seal(ChatToken(route=self.route, field=field, text=text, details=details))
+
+
+def _merge_details(details: list[dict[str, Any]], fragments: list[Any]) -> None:
+    """Merge streamed ``reasoning_details`` fragments: same ``index`` and ``type`` concatenate."""
+    for fragment in fragments:
+        if not isinstance(fragment, dict):
+            continue
+        target = next((d for d in details if "index" in fragment
+                       and d.get("index") == fragment["index"]
+                       and d.get("type") == fragment.get("type")), None)
+        if target is None:
+            details.append(dict(fragment))
+            continue
+        for key, value in fragment.items():
+            if key in ("text", "summary", "data") and isinstance(value, str) and isinstance(
+                    target.get(key), str):
+                target[key] += value
+            elif value is not None:
+                target[key] = value
+
+
+def _details_text(details: list[Any]) -> str:
+    """The readable text of ``reasoning_details`` fragments (encrypted ones have none)."""
+    texts = [d.get("text") if d.get("type") == "reasoning.text" else d.get("summary")
+             for d in details if isinstance(d, dict)]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
 class ChatStreamTranslator:
     """Turns Chat Completions chunks into Responses events, one chunk at a time."""
 
     def __init__(self, conv: Conversation, model_id: str) -> None:
         self.conv = conv
-        self.out = ResponsesStream(model_id)
+        self.out = ReasoningStream(model_id)
+        self.reasoning = ChatReasoning(conv.route)
         self.calls: dict[int, dict[str, str]] = {}
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
@@ -117,8 +204,9 @@ class ChatStreamTranslator:
         out = b""
         for choice in doc.get("choices") or []:
             delta = choice.get("delta") or choice.get("message") or {}
-            if isinstance(delta.get("content"), str):
-                out += self.out.text_delta(delta["content"])
+            out += self.out.reasoning_delta(self.reasoning.feed(delta))
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                out += self._end_reasoning() + self.out.text_delta(delta["content"])
             for index, call in enumerate(delta.get("tool_calls") or []):
                 slot = self.calls.setdefault(int(call.get("index", index)),
                                              {"id": "", "name": "", "arguments": ""})
@@ -133,7 +221,7 @@ class ChatStreamTranslator:
     def finish(self) -> bytes:
         if self.error is not None:
             return self.out.failed(self.error, "server_error")
-        out = self.out.end_message()
+        out = self._end_reasoning() + self.out.end_message()
         for index in sorted(self.calls):
             slot = self.calls[index]
             name, namespace, payload, custom = codex_call(self.conv.tool_names, slot["name"],
@@ -142,6 +230,10 @@ class ChatStreamTranslator:
             out += (self.out.custom_tool_call(name, payload, call_id) if custom
                     else self.out.function_call(name, payload, call_id, namespace))
         return out + self.out.completed(self.usage)
+
+    def _end_reasoning(self) -> bytes:
+        token = self.reasoning.token()
+        return self.out.end_reasoning(token) if token else b""
 
     def note(self) -> LogNote:
         return LogNote(usage=self.usage, provider_metadata=self.metadata or None,

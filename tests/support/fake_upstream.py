@@ -62,6 +62,18 @@ def chat_tool_reply(calls: list[tuple[str, str, str]], usage: tuple[int, int] = 
     return Reply(chunks=sse(chunks) + [b"data: [DONE]\n\n"])
 
 
+def chat_reasoning_reply(reasoning: list[str], then: Reply,
+                         field: str = "reasoning_content") -> Reply:
+    """``then`` (a streamed chat reply) preceded by reasoning deltas in ``field``.
+
+    DeepSeek and Z.AI stream ``reasoning_content`` with ``content: null``;
+    OpenRouter streams ``reasoning``.
+    """
+    deltas = sse({"id": "c1", "choices": [{"index": 0, "delta": {
+        "role": "assistant", "content": None, field: part}}]} for part in reasoning)
+    return Reply(then.status, then.content_type, deltas + then.chunks)
+
+
 @dataclass
 class Seen:
     method: str
