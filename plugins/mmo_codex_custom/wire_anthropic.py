@@ -3,7 +3,12 @@
 Messages require alternating user/assistant turns, tool results as the first
 blocks of the user turn after the ``tool_use``, a single ``system`` string and
 ``max_tokens``; this module builds exactly that from the neutral conversation.
-Extended thinking is not requested (see docs/routes.md).
+
+Extended thinking is requested when Codex sends an effort that is one of the
+model's ``reasoning_levels`` (budget: :data:`THINKING_BUDGETS`). Thinking and
+redacted-thinking blocks come back to Codex as reasoning items whose replay
+token holds the block, and are rebuilt unchanged, signature included, at the
+start of their assistant message: Anthropic rejects a tool loop without them.
 """
 
 from __future__ import annotations
@@ -14,15 +19,27 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.responses_stream import ResponsesStream, usage_block
+from mmo_kernel.gateway.responses_stream import usage_block
 from mmo_kernel.gateway.sse import SseDecoder
 
 from .conversation import Conversation, Part, codex_call
+from .reasoning import (
+    AnthropicToken,
+    ReasoningStream,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    seal,
+    unseal,
+)
 
 _DATA_URL = re.compile(r"^data:(?P<type>image/[A-Za-z0-9.+-]+);base64,(?P<data>.*)$", re.S)
 _ID_OK = re.compile(r"[^A-Za-z0-9_-]")
 RETRYABLE_ERRORS = {"overloaded_error": "server_error", "api_error": "server_error",
                     "rate_limit_error": "rate_limit_exceeded"}
+THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384,
+                    "xhigh": 32768, "max": 49152}
+"""``budget_tokens`` per Codex effort; ``max_tokens`` grows by the budget (docs/gateway.md)."""
+THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 def _tool_id(call_id: str) -> str:
@@ -47,13 +64,19 @@ def _messages(conv: Conversation) -> tuple[str, list[dict[str, Any]]]:
     system = [conv.system] if conv.system else []
     messages: list[dict[str, Any]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, Any]],
+            thinking: list[dict[str, Any]] | None = None) -> None:
+        """Append ``blocks`` to the last message of ``role`` (or a new one), thinking first."""
         if not blocks:
             return
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
+            content = messages[-1]["content"]
+            at = next((i for i, b in enumerate(content) if b["type"] not in THINKING_TYPES),
+                      len(content))
+            content[at:at] = thinking or []
+            content.extend(blocks)
         else:
-            messages.append({"role": role, "content": blocks})
+            messages.append({"role": role, "content": [*(thinking or []), *blocks]})
 
     for turn in conv.turns:
         if turn.role == "system":
@@ -73,7 +96,7 @@ def _messages(conv: Conversation) -> tuple[str, list[dict[str, Any]]]:
                 blocks.append({"type": "tool_use", "id": _tool_id(call.call_id), "name": call.name,
                                "input": arguments if isinstance(arguments, dict)
                                else {"value": arguments}})
-            add("assistant", blocks)
+            add("assistant", blocks, _thinking_blocks(turn.reasoning, conv.route))
         else:
             add("user", _blocks(turn.parts))
     if not messages or messages[0]["role"] != "user":
@@ -81,11 +104,52 @@ def _messages(conv: Conversation) -> tuple[str, list[dict[str, Any]]]:
     return "\n\n".join(system), messages
 
 
+def _thinking_blocks(raw_tokens: list[str], route: str) -> list[dict[str, Any]]:
+    """The thinking blocks rebuilt from replay tokens made on ``route``; others are dropped."""
+    tokens = [unseal(raw, route) for raw in raw_tokens]
+    return [t.block.model_dump() for t in tokens if isinstance(t, AnthropicToken)]
+
+
+def _thinking_budget(conv: Conversation, model: Any, messages: list[dict[str, Any]]) -> int | None:
+    """``budget_tokens`` for this request, or None when thinking is not requested."""
+    if not conv.effort or conv.effort not in model.reasoning_levels:
+        return None
+    if _unthought_tool_loop(messages):
+        return None
+    return THINKING_BUDGETS.get(conv.effort)
+
+
+def _unthought_tool_loop(messages: list[dict[str, Any]]) -> bool:
+    """True while a tool loop runs in an assistant turn that did not start with thinking.
+
+    The turn is everything after the last user message without tool results.
+    Anthropic rejects thinking there (a turn begun without thinking, or replay
+    tokens that did not survive), so that request goes without thinking.
+    """
+    def has_results(message: dict[str, Any]) -> bool:
+        return any(b["type"] == "tool_result" for b in message["content"])
+
+    if messages[-1]["role"] != "user" or not has_results(messages[-1]):
+        return False
+    start: dict[str, Any] | None = None
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            start = message
+        elif not has_results(message):
+            break
+    return start is None or start["content"][0]["type"] not in THINKING_TYPES
+
+
 def anthropic_request(conv: Conversation, model: Any, default_max_tokens: int) -> dict[str, Any]:
     system, messages = _messages(conv)
     payload: dict[str, Any] = {"model": model.upstream_id, "messages": messages,
                                "max_tokens": conv.max_output_tokens or default_max_tokens,
                                "stream": True}
+    budget = _thinking_budget(conv, model, messages)
+    if budget is not None:
+        # budget_tokens must stay below max_tokens: the answer keeps its own room.
+        payload["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        payload["max_tokens"] += budget
     if system:
         payload["system"] = system
     if conv.tools:
@@ -101,7 +165,7 @@ class AnthropicStreamTranslator:
 
     def __init__(self, conv: Conversation, model_id: str) -> None:
         self.conv = conv
-        self.out = ResponsesStream(model_id)
+        self.out = ReasoningStream(model_id)
         self.blocks: dict[int, dict[str, Any]] = {}
         self.input_tokens = self.cached = self.output_tokens = 0
         self.stop_reason: str | None = None
@@ -116,8 +180,7 @@ class AnthropicStreamTranslator:
             self.upstream_model = message.get("model")
             self._usage(message.get("usage") or {})
         elif kind == "content_block_start":
-            self.blocks[int(doc.get("index", 0))] = dict(doc.get("content_block") or {},
-                                                         partial_json="")
+            return self._start_block(int(doc.get("index", 0)), doc.get("content_block") or {})
         elif kind == "content_block_delta":
             return self._delta(int(doc.get("index", 0)), doc.get("delta") or {})
         elif kind == "content_block_stop":
@@ -142,16 +205,30 @@ class AnthropicStreamTranslator:
         if "output_tokens" in usage:
             self.output_tokens = int(usage.get("output_tokens") or 0)
 
+    def _start_block(self, index: int, content_block: dict[str, Any]) -> bytes:
+        block = self.blocks[index] = dict(content_block, partial_json="")
+        if block.get("type") == "thinking":
+            return self.out.reasoning_delta(str(block.get("thinking") or ""))
+        return b""
+
     def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
         block = self.blocks.setdefault(index, {"type": "text", "partial_json": ""})
-        if delta.get("type") == "text_delta":
+        kind = delta.get("type")
+        if kind == "text_delta":
             return self.out.text_delta(delta.get("text", ""))
-        if delta.get("type") == "input_json_delta":
+        if kind == "input_json_delta":
             block["partial_json"] += delta.get("partial_json", "")
+        elif kind == "thinking_delta":
+            block["thinking"] = str(block.get("thinking") or "") + delta.get("thinking", "")
+            return self.out.reasoning_delta(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            block["signature"] = str(block.get("signature") or "") + delta.get("signature", "")
         return b""
 
     def _stop_block(self, index: int) -> bytes:
         block = self.blocks.pop(index, {})
+        if block.get("type") in THINKING_TYPES:
+            return self._end_thinking(block)
         if block.get("type") != "tool_use":
             return b""
         arguments = block["partial_json"] or json.dumps(block.get("input") or {})
@@ -161,6 +238,18 @@ class AnthropicStreamTranslator:
         if custom:
             return self.out.custom_tool_call(name, payload, call_id)
         return self.out.function_call(name, payload, call_id, namespace)
+
+    def _end_thinking(self, block: dict[str, Any]) -> bytes:
+        """Close the block's reasoning item; its token only when Anthropic would accept it back."""
+        rebuilt: ThinkingBlock | RedactedThinkingBlock | None = None
+        if block["type"] == "thinking" and block.get("signature"):
+            rebuilt = ThinkingBlock(type="thinking", thinking=str(block.get("thinking") or ""),
+                                    signature=str(block["signature"]))
+        elif block["type"] == "redacted_thinking" and block.get("data"):
+            rebuilt = RedactedThinkingBlock(type="redacted_thinking", data=str(block["data"]))
+        if rebuilt is None:
+            return self.out.end_reasoning()
+        return self.out.end_reasoning(seal(AnthropicToken(route=self.conv.route, block=rebuilt)))
 
     def usage(self) -> dict[str, Any]:
         return usage_block(self.input_tokens, self.output_tokens, self.cached)
@@ -232,9 +321,8 @@ def _whole_message(tr: AnthropicStreamTranslator, message: Any) -> Iterator[byte
     for index, block in enumerate(message.get("content") or []):
         if block.get("type") == "text":
             yield tr.out.text_delta(block.get("text", ""))
-        elif block.get("type") == "tool_use":
-            tr.blocks[index] = dict(block, partial_json=json.dumps(block.get("input") or {}))
-            yield tr._stop_block(index)
+        elif block.get("type") in ("tool_use", *THINKING_TYPES):
+            yield tr._start_block(index, block) + tr._stop_block(index)
     tr.event({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")},
               "usage": message.get("usage") or {}})
     tr.done = True
