@@ -11,10 +11,12 @@ import os
 import time
 from typing import Any
 
+import psutil
+
 from .audit import append_audit
 from .control_socket import ControlDeliveryUnknown, send_control_request
 from .evidence import write_partial
-from .processes import process_matches, terminate_process_groups
+from .processes import kill_processes, process_matches, terminate_process_groups
 from .session_records import (
     TERMINAL_SESSION_STATUSES,
     read_session_record,
@@ -63,11 +65,33 @@ def _root_groups(record: dict[str, Any]) -> list[int]:
     return groups
 
 
+def _host_children(record: dict[str, Any]) -> list[psutil.Process]:
+    """What a live root host started, recorded or not (its own groups, e.g. an app-server)."""
+    if not _host_alive(record):
+        return []
+    try:
+        return psutil.Process(record["root_pid"]).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 def _retire_root(record: dict[str, Any], grace_seconds: float) -> None:
-    """Terminate the root host and app-server groups MMO launched (never a client's)."""
+    """Terminate the root host and app-server groups MMO launched (never a client's).
+
+    A host still bootstrapping may have started an app-server it has not
+    recorded yet (a listening one would outlive the host): the host's children
+    are collected first and killed after the groups, and the record, final
+    once the host is dead, is read again.
+    """
+    children = _host_children(record)
     groups = _root_groups(record)
     if groups:
         terminate_process_groups(groups, grace_seconds)
+    late = [g for g in _root_groups(read_session_record(record["session_id"]))
+            if g not in groups]
+    if late:
+        terminate_process_groups(late, grace_seconds)
+    kill_processes(children)
 
 
 def _control(record: dict[str, Any], action: str, **fields: Any) -> dict[str, Any] | None:

@@ -165,9 +165,12 @@ class AgentHost(ABC):
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
             request_handler=self._on_server_request)
         self.app = AppServerSession(self.client)
-        self._put(app_pid=self.client.pid, app_pgid=self.client.pgid,
-                  app_token=self.client.start_token)
+        self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
         self.client.initialize(experimental_api=self.bridge is not None)
+
+    def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
+        """On record before any handshake, so a cancel during bootstrap kills it."""
+        self._put(app_pid=pid, app_pgid=pgid, app_token=token)
 
     def open_client(self, **wiring: Any) -> AppServerClient:
         """A stdio app-server; an interactive root overrides this to listen on a socket."""

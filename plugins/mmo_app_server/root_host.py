@@ -265,7 +265,8 @@ class RootHost(AgentHost):
         self.adopt_app_server = False
         argv = app_server_argv(self.record_codex_binary(), listen=unix_endpoint(path))
         return spawn_listening(argv, path, cwd=self.cwd(), env=self.environment(),
-                               stderr_path=self.stderr_path, **wiring)
+                               stderr_path=self.stderr_path, on_spawn=self.publish_app_server,
+                               **wiring)
 
     def adopted_turn(self) -> str | None:
         """The turn an adopted app-server is still running: wait for it, never start

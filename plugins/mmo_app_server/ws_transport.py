@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,10 +126,14 @@ def _log_fd(path: Path | None) -> int:
 def spawn_listening(argv: Sequence[str], socket_path: Path, *, cwd: str | os.PathLike[str],
                     env: Mapping[str, str], stderr_path: Path | None = None,
                     connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+                    on_spawn: Callable[[int, int, str | None], None] | None = None,
                     **wiring: Any) -> AppServerClient:
     """Start ``argv`` (``<codex> app-server --listen unix://…``) as its own group and connect.
 
     A stale socket file is removed first; the caller owns ``socket_path``.
+    ``on_spawn(pid, pgid, start_token)`` runs as soon as the process exists,
+    before waiting for it to listen: a listening server does not die with its
+    host, so it must be on record (for cancel) from its first moment.
     """
     if not Path(cwd).is_dir():
         raise FileNotFoundError(f"app-server working directory {os.fspath(cwd)!r} does not exist")
@@ -143,12 +147,15 @@ def spawn_listening(argv: Sequence[str], socket_path: Path, *, cwd: str | os.Pat
     finally:
         if isinstance(log, int) and log >= 0 and stderr_path is not None:
             os.close(log)
+    token = process_start_token(popen.pid)
     try:
+        if on_spawn is not None:
+            on_spawn(popen.pid, popen.pid, token)
         conn = _connect(socket_path, lambda: popen.poll() is None, connect_timeout)
     except BaseException:
         _kill_group(popen)
         raise
-    process = ListeningProcess(popen.pid, process_start_token(popen.pid), conn, popen)
+    process = ListeningProcess(popen.pid, token, conn, popen)
     return AppServerClient(process, stderr_path=stderr_path, **wiring)  # type: ignore[arg-type]
 
 

@@ -176,3 +176,35 @@ def test_resume_restores_edited_guidance_and_refuses_a_drifted_model_catalog(wor
     assert agents_md.read_bytes() == original
     cancel_session(sid)
     bg.join()
+
+
+BOOTSTRAPPING_HOST = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=True)  # like a listening app-server: own session
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(60)  # killed before it records the child
+"""
+
+
+def test_cancel_kills_an_app_server_its_host_had_not_recorded_yet(workspace, tmp_path):
+    """A listening app-server outlives its host, so cancel must not depend on the record."""
+    import sys
+
+    import psutil
+
+    from mmo_kernel.processes import spawn_detached
+    from mmo_kernel.session_create import create_session
+    from mmo_kernel.session_state import update_session
+
+    sid = create_session(TURN_PROFILE, cwd=workspace, bindings=OFFLINE)["session_id"]
+    pid_file = tmp_path / "child.pid"
+    pid, token = spawn_detached([sys.executable, "-c", BOOTSTRAPPING_HOST, str(pid_file)],
+                                cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    update_session(sid, status="running", root_pid=pid, root_pgid=pid, root_start_token=token)
+    child = psutil.Process(int(wait_until(lambda: pid_file.is_file() and pid_file.read_text(),
+                                          what="the unrecorded child")))
+    assert cancel_session(sid)["session"]["status"] == "cancelled"
+    assert not process_matches(pid, token)
+    wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE,
+               what="the unrecorded child to be killed")
