@@ -43,7 +43,7 @@ def usage_block(
     }
 
 
-def _new_id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
@@ -57,7 +57,7 @@ class ResponsesStream:
 
     def __init__(self, model: str, response_id: str | None = None) -> None:
         self.model = model
-        self.response_id = response_id or _new_id("resp")
+        self.response_id = response_id or new_id("resp")
         self.created_at = int(time.time())
         self.output: list[dict[str, Any]] = []
         self.finished = False
@@ -104,7 +104,7 @@ class ResponsesStream:
         out = b""
         if self._message is None:
             self._message = {
-                "id": _new_id("msg"),
+                "id": new_id("msg"),
                 "type": "message",
                 "role": "assistant",
                 "status": "in_progress",
@@ -146,12 +146,12 @@ class ResponsesStream:
     ) -> bytes:
         """A finished function call; ``namespace`` for MCP/dynamic namespaced tools."""
         item: dict[str, Any] = {
-            "id": _new_id("fc"),
+            "id": new_id("fc"),
             "type": "function_call",
             "status": "completed",
             "name": name,
             "arguments": arguments,
-            "call_id": call_id or _new_id("call"),
+            "call_id": call_id or new_id("call"),
         }
         if namespace:
             item["namespace"] = namespace
@@ -160,12 +160,12 @@ class ResponsesStream:
     def custom_tool_call(self, name: str, input_text: str, call_id: str | None = None) -> bytes:
         """A freeform tool call (e.g. ``apply_patch``)."""
         item = {
-            "id": _new_id("ctc"),
+            "id": new_id("ctc"),
             "type": "custom_tool_call",
             "status": "completed",
             "name": name,
             "input": input_text,
-            "call_id": call_id or _new_id("call"),
+            "call_id": call_id or new_id("call"),
         }
         return self.end_message() + self._add_item(item)
 
@@ -189,4 +189,4 @@ class ResponsesStream:
         return out + self._event("response.failed", response=self._response("failed", error=error))
 
 
-__all__ = ["ResponsesStream", "sse_event", "usage_block"]
+__all__ = ["ResponsesStream", "new_id", "sse_event", "usage_block"]

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from mmo_kernel.gateway.responses_stream import ResponsesStream, _new_id
+from mmo_kernel.gateway.responses_stream import ResponsesStream, new_id
 
 
 class _Strict(BaseModel):
@@ -142,7 +142,7 @@ class ReasoningStream(ResponsesStream):
         return self.end_reasoning() + super().end_message()
 
     def _open_reasoning(self) -> bytes:
-        self._reasoning_id = _new_id("rs")
+        self._reasoning_id = new_id("rs")
         self._reasoning = []
         item = {"id": self._reasoning_id, "type": "reasoning", "summary": []}
         return self._event("response.output_item.added", output_index=len(self.output), item=item)
