@@ -130,8 +130,12 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
     run_id = new_record_id("run")
     root_token, root_hash, native_tokens = _mint_tokens(resolved)
     directory = session_dir(session_id)
-    directory.mkdir(mode=0o700)
-    (directory / CREATING_MARKER).touch(mode=0o600)
+    # the directory appears (one rename) with its marker already inside, so a reader
+    # listing sessions never sees it half-made (readers skip hidden names)
+    staging = directory.with_name(f".{session_id}.new")
+    staging.mkdir(mode=0o700)
+    (staging / CREATING_MARKER).touch(mode=0o600)
+    os.rename(staging, directory)
     try:
         record = _populate(directory, session_id, run_id, snapshot, resolved, models, workdir,
                            session_kind, codex_binary, settings, gateway, availability, faults,

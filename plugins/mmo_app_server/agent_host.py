@@ -35,7 +35,10 @@ from .runtime import runtime_digest
 from .session import AppServerSession
 
 WAIT_SLICE_SECONDS = 0.5
-AUTO_TURN_WAIT_SECONDS = 5.0
+AUTO_TURN_WAIT_SECONDS = 15.0
+CONTINUE_TURN_SECONDS = 25.0
+"""How long ``continue`` waits for its turn to start: a loaded machine's Codex can take
+several seconds, and the answer must still beat the caller's 30 s control timeout."""
 CONTINUE_AFTER_LOSS = (
     "The app-server restarted while you were working; your previous turn was interrupted. "
     "Continue the task from where you left off."
@@ -389,13 +392,13 @@ class AgentHost(ABC):
                 raise RuntimeError("there is an active turn; steer it instead")
             self.continue_input = str(request.get("input") or "Continue.")
         self.wake.set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CONTINUE_TURN_SECONDS
         while time.monotonic() < deadline:
             with self.lock:
                 if self.active_turn:
                     return {"turn_id": self.active_turn}
             time.sleep(0.02)
-        raise RuntimeError("no new turn started within 10 s")
+        raise RuntimeError(f"no new turn started within {CONTINUE_TURN_SECONDS:g} s")
 
     def control_respond(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
