@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import jsonschema
+from support.waiting import wait_until
 
 from mmo_kernel.jobs.records import job_file, read_job_record
 
@@ -119,22 +120,16 @@ def test_writer_outside_its_scope_fails_and_taints_the_session(session):
 
 
 def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(session):
-    import time
-
     from mmo_kernel.jobs.controls import control_job
     from mmo_kernel.jobs.listing import load_job
 
     job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
-    deadline = time.monotonic() + 30
-    while not read_job_record(job_id).get("active_turn_id"):
-        assert time.monotonic() < deadline, "the job never started a turn"
-        time.sleep(0.05)
+    wait_until(lambda: read_job_record(job_id).get("active_turn_id"), timeout=30,
+               what="the job to start a turn")
     running = read_job_record(job_id)
     os.killpg(running["runner_pgid"], signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while load_job(job_id)["status"] != "suspended":
-        assert time.monotonic() < deadline, "the job was not reconciled to suspended"
-        time.sleep(0.05)
+    wait_until(lambda: load_job(job_id)["status"] == "suspended", timeout=10,
+               what="the job to be reconciled to suspended")
     suspended = read_job_record(job_id)
     assert "persisted app-server thread" in Path(suspended["partial_result_path"]).read_text()
     result = control_job(job_id, "continue", session["session_id"], "lead",
@@ -160,10 +155,8 @@ def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
     session = create_session(JOB_LAB, cwd=mmo_git_workspace)
     job_id = spawn(session, "plain", "Slow FAKE_SLEEP=4")
     start_root(session, "Lead quickly", (), None, 60)
-    deadline = time.monotonic() + 30
-    while not load_session(session["session_id"]).get("root_completion_deferred"):
-        assert time.monotonic() < deadline, "the root completion was never deferred"
-        time.sleep(0.05)
+    wait_until(lambda: load_session(session["session_id"]).get("root_completion_deferred"),
+               timeout=30, what="the root completion to be deferred")
     deferred = load_session(session["session_id"])
     assert deferred["status"] == "detached"
     assert deferred["root_completion_deferred_jobs"] == [job_id]
@@ -178,22 +171,16 @@ def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
 
 
 def test_stop_of_an_interrupted_job_stops_it_without_another_turn(session):
-    import time
-
     from mmo_kernel.jobs.controls import control_job
 
     job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
-    deadline = time.monotonic() + 30
-    while not read_job_record(job_id).get("active_turn_id"):
-        assert time.monotonic() < deadline, "the job never started a turn"
-        time.sleep(0.05)
+    wait_until(lambda: read_job_record(job_id).get("active_turn_id"), timeout=30,
+               what="the job to start a turn")
     control_job(job_id, "interrupt", session["session_id"], "lead",
                 expected_revision=read_job_record(job_id).get("control_revision", 0))
     settle_status = read_job_record(job_id)
-    deadline = time.monotonic() + 20
-    while read_job_record(job_id)["status"] != "paused":
-        assert time.monotonic() < deadline, "the interrupted job did not pause"
-        time.sleep(0.05)
+    wait_until(lambda: read_job_record(job_id)["status"] == "paused", timeout=20,
+               what="the interrupted job to pause")
     control_job(job_id, "stop", session["session_id"], "lead",
                 expected_revision=read_job_record(job_id).get("control_revision", 0))
     stopped = settle(job_id, "stopped")
@@ -201,19 +188,15 @@ def test_stop_of_an_interrupted_job_stops_it_without_another_turn(session):
 
 
 def test_session_cold_pause_pauses_live_workers_and_continue_resumes_them(session):
-    import time
-
     from mmo_kernel.root_exec import start_root
     from mmo_kernel.session_lifecycle import cancel_session, continue_session, pause_session
     from mmo_kernel.session_records import read_session_record
 
     start_root(session, "Lead slowly FAKE_SLEEP=30", (), None, 60)
     job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
-    deadline = time.monotonic() + 30
-    while not (read_job_record(job_id).get("active_turn_id")
-               and read_session_record(session["session_id"]).get("active_root_turn_id")):
-        assert time.monotonic() < deadline, "root and worker never both started a turn"
-        time.sleep(0.05)
+    wait_until(lambda: read_job_record(job_id).get("active_turn_id")
+               and read_session_record(session["session_id"]).get("active_root_turn_id"),
+               timeout=30, what="root and worker both to start a turn")
     out = pause_session(session["session_id"])
     assert out["session"]["status"] == "paused"
     assert out["affected_jobs"] == [job_id]
@@ -221,10 +204,8 @@ def test_session_cold_pause_pauses_live_workers_and_continue_resumes_them(sessio
     assert paused["status"] == "paused" and "cold_pause_pending" not in paused
     resumed = continue_session(session["session_id"], "finish up")
     assert resumed["resumed_jobs"] == [job_id] and resumed["resume_errors"] == {}
-    deadline = time.monotonic() + 20
-    while read_job_record(job_id)["status"] != "running":
-        assert time.monotonic() < deadline, "the worker was not relaunched"
-        time.sleep(0.05)
+    wait_until(lambda: read_job_record(job_id)["status"] == "running", timeout=20,
+               what="the worker to be relaunched")
     cancel_session(session["session_id"])
     assert read_job_record(job_id)["status"] == "cancelled"
 
