@@ -168,7 +168,9 @@ class AgentHost(ABC):
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
             request_handler=self._on_server_request)
         self.app = AppServerSession(self.client)
-        self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
+        recorded = (self.record.get(self.fields.app_pid), self.record.get(self.fields.app_token))
+        if recorded != (self.client.pid, self.client.start_token):  # else on record already
+            self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
         self.client.initialize(experimental_api=self.bridge is not None)
 
     def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
