@@ -26,7 +26,7 @@ from pathlib import Path
 from mmo_kernel import package_version
 from mmo_kernel.mesh.capabilities import write_capabilities
 from mmo_kernel.mesh.tokens import mint_token
-from mmo_kernel.state import atomic_write_json
+from mmo_kernel.state.files import atomic_write_json
 
 INIT = {
     "jsonrpc": "2.0",

@@ -6,40 +6,23 @@ module is imported lazily by the mesh, so keep it free of side effects.
 
 from __future__ import annotations
 
-from . import package_version
-from .control_socket import app_server_socket_path, send_control_request
-from .errors import AdmissionError, ControlDeliveryUnknown
-from .gateway.listing import gateway_models
-from .gateway.telemetry import route_telemetry
-from .interactive import (
-    begin_resume_run,
-    launch_interactive,
-    resolve_resume_session,
-    resume_interactive,
-)
-from .jobs.cancel import cancel_job
-from .jobs.controls import control_job, inspect_job
-from .jobs.fork import fork_job
-from .jobs.listing import list_jobs, load_job
-from .jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
-from .jobs.results import accept_result, read_result, reject_result
-from .jobs.spawn import spawn_job, spawn_jobs
-from .jobs.traces import read_agent_trace_record, read_trace
-from .jobs.waiting import wait_for_jobs
-from .jobs.workspace import integrate_patch
-from .mesh.surface import AGENT_MCP_CONTROL_TOOLS
-from .processes import process_matches, process_start_token
-from .profile_schema import (
-    PROFILE_SKILL_NAME,
-    PROFILE_SKILL_RELATIVE_PATH,
-    agent_guidance_relative_path,
-)
-from .profiles import clone_profile, load_profile, validate_profile
-from .retention import clean_state as _clean_state
-from .root_exec import run_root_exec
-from .session_create import create_session
-from .session_env import session_environment
-from .session_lifecycle import (
+from mmo_kernel import package_version
+from mmo_kernel.errors import AdmissionError, ControlDeliveryUnknown
+from mmo_kernel.gateway.listing import gateway_models
+from mmo_kernel.gateway.telemetry import route_telemetry
+from mmo_kernel.hosts.control_socket import app_server_socket_path, send_control_request
+from mmo_kernel.hosts.turn_failures import normalize_turn_failure
+from mmo_kernel.jobs.cancel import cancel_job
+from mmo_kernel.jobs.controls import control_job, inspect_job
+from mmo_kernel.jobs.fork import fork_job
+from mmo_kernel.jobs.listing import list_jobs, load_job
+from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
+from mmo_kernel.jobs.results import accept_result, read_result, reject_result
+from mmo_kernel.jobs.spawn import spawn_job, spawn_jobs
+from mmo_kernel.jobs.traces import read_agent_trace_record, read_trace
+from mmo_kernel.jobs.waiting import wait_for_jobs
+from mmo_kernel.jobs.workspace import integrate_patch
+from mmo_kernel.lifecycle.controls import (
     cancel_session,
     compact_session,
     continue_session,
@@ -48,24 +31,46 @@ from .session_lifecycle import (
     pause_session,
     stop_session,
 )
-from .session_records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
-from .session_state import finish_session, mark_session_running, taint_session, update_session
-from .session_views import (
+from mmo_kernel.lifecycle.interactive import (
+    begin_resume_run,
+    launch_interactive,
+    resolve_resume_session,
+    resume_interactive,
+)
+from mmo_kernel.lifecycle.root_exec import run_root_exec
+from mmo_kernel.lifecycle.smoke import smoke_profile
+from mmo_kernel.lifecycle.views import (
     iter_session_runs,
     iter_sessions,
     load_session_run,
     public_session,
     root_mcp_token,
 )
-from .smoke import smoke_profile
-from .snapshots import compile_profile, load_snapshot
-from .state import MMO_SCHEMA_VERSION
-from .turn_failures import normalize_turn_failure
+from mmo_kernel.mesh.surface import AGENT_MCP_CONTROL_TOOLS
+from mmo_kernel.profiles.loading import clone_profile, load_profile, validate_profile
+from mmo_kernel.profiles.schema import (
+    PROFILE_SKILL_NAME,
+    PROFILE_SKILL_RELATIVE_PATH,
+    agent_guidance_relative_path,
+)
+from mmo_kernel.profiles.snapshots import compile_profile, load_snapshot
+from mmo_kernel.sessions.create import create_session
+from mmo_kernel.sessions.env import session_environment
+from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
+from mmo_kernel.sessions.retention import clean_state as _clean_state
+from mmo_kernel.sessions.state import (
+    finish_session,
+    mark_session_running,
+    taint_session,
+    update_session,
+)
+from mmo_kernel.state.files import MMO_SCHEMA_VERSION
+from mmo_kernel.state.processes import process_matches, process_start_token
 
 
 def clean_state(job_days: float, session_days: float) -> dict[str, int]:
     """Remove expired terminal jobs (and their worktrees) and sessions."""
-    from .jobs.workspace import job_workspace_cleanup
+    from mmo_kernel.jobs.workspace import job_workspace_cleanup
 
     return _clean_state(job_days, session_days, job_cleanup=job_workspace_cleanup)
 

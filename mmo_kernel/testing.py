@@ -5,7 +5,9 @@ it must stay cheap: heavy modules are imported inside the fixtures.
 
 Fixtures: ``mmo_env`` (private state/config dirs and a user ``CODEX_HOME``),
 ``mmo_workspace``, ``mmo_git_workspace``, ``mmo_process_guard`` and
-``mmo_standin``. To guard every test of a suite, add to its ``conftest.py``::
+``mmo_standin``. The stand-in's own fixtures (``standin_home``,
+``standin_workspace``, ``spawn_standin``) come from its package's ``pytest11``
+entry point ``mmo_codex_standin``. To guard every test of a suite, add to its ``conftest.py``::
 
     @pytest.fixture(autouse=True)
     def _no_leftover_processes(mmo_process_guard):
@@ -197,7 +199,7 @@ def mmo_process_guard(monkeypatch: pytest.MonkeyPatch):
     left = guard.leftovers()
     if left:
         names = ", ".join(_describe(p) for p in left)
-        from .processes import kill_processes
+        from mmo_kernel.state.processes import kill_processes
 
         kill_processes(left, wait_seconds=5)
         pytest.fail(f"test left processes running (killed now): {names}", pytrace=False)
@@ -217,19 +219,6 @@ def mmo_standin(monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-# The stand-in's own fixtures (private CODEX_HOME, a spawned app-server client),
-# re-exported so plugin authors need only this one pytest plugin.
-from .standin.fixtures import (  # noqa: E402
-    RpcFailure,
-    StdioAppServer,
-    UnixAppServerClient,
-    spawn_standin,
-    standin_home,
-    standin_workspace,
-)
-
 __all__ = [
-    "MmoEnv", "RpcFailure", "StdioAppServer", "UnixAppServerClient", "mmo_env",
-    "mmo_git_workspace", "mmo_process_guard", "mmo_standin", "mmo_workspace", "spawn_standin",
-    "standin_home", "standin_workspace",
+    "MmoEnv", "mmo_env", "mmo_git_workspace", "mmo_process_guard", "mmo_standin", "mmo_workspace",
 ]

@@ -23,7 +23,7 @@ def build_parser():
     import argparse
     import importlib
 
-    from .. import package_version
+    from mmo_kernel import package_version
 
     parser = argparse.ArgumentParser(
         prog="mmo",
@@ -46,7 +46,7 @@ def build_parser():
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["mcp"]:
-        from ..mesh.server import main as mesh_main
+        from mmo_kernel.mcp.server import main as mesh_main
 
         return mesh_main(args_list[1:])
     parser = build_parser()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .output import RAW, json_flag, print_json, table
+from mmo_kernel.cli.output import RAW, json_flag, print_json, table
 
 
 def route_rows(catalog: Any) -> list[dict[str, Any]]:
     """Each route with its availability now (credentials, login) as its driver judges it."""
-    from ..session_create import route_availability
+    from mmo_kernel.sessions.create import route_availability
 
     availability = route_availability(catalog.routes, {})
     return [{"id": rid, "driver": r.driver, "wire_protocol": r.wire_protocol,
@@ -20,7 +20,7 @@ def route_rows(catalog: Any) -> list[dict[str, Any]]:
 
 
 def run_routes(args: argparse.Namespace) -> int:
-    from ..catalog import load_catalog
+    from mmo_kernel.config.catalog import load_catalog
 
     rows = route_rows(load_catalog())
     if args.json:
@@ -43,7 +43,7 @@ def _reasoning(model: Any) -> str:
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from ..catalog import load_catalog
+    from mmo_kernel.config.catalog import load_catalog
 
     catalog = load_catalog()
     models = [m for _, m in sorted(catalog.models.items())]

@@ -20,6 +20,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from mmo_kernel.demo.run import run_demo
 
     return 0 if run_demo(keep=args.keep).ok else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .output import RAW, fields, json_flag, print_json
+from mmo_kernel.cli.output import RAW, fields, json_flag, print_json
 
 
 def _show(record: dict[str, Any]) -> None:
@@ -16,7 +16,7 @@ def _show(record: dict[str, Any]) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from ..gateway.process import gateway_status
+    from mmo_kernel.gateway.process import gateway_status
 
     status = gateway_status()
     if args.json:
@@ -27,7 +27,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from ..gateway.process import ensure_gateway
+    from mmo_kernel.gateway.process import ensure_gateway
 
     record = ensure_gateway()
     if args.json:
@@ -39,7 +39,7 @@ def run_start(args: argparse.Namespace) -> int:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    from ..gateway.process import stop_gateway
+    from mmo_kernel.gateway.process import stop_gateway
 
     out = stop_gateway()
     if args.json:

@@ -11,9 +11,9 @@ import json
 import sys
 from typing import Any
 
-from ..control_actions import JOB_CONTROL_ACTIONS
-from .output import RAW, ago, print_json, short, table
-from .output import json_flag as _json
+from mmo_kernel.cli.output import RAW, ago, print_json, short, table
+from mmo_kernel.cli.output import json_flag as _json
+from mmo_kernel.hosts.control_actions import JOB_CONTROL_ACTIONS
 
 SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "write_scope",
                "caller_agent", "caller_job_id", "depth", "execution_mode", "result_kind",
@@ -25,8 +25,8 @@ CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 
 def _as_root(job_id: str) -> tuple[dict[str, Any], str, str]:
     """``(record, session_id, root agent)``: the operator acts as the session's root."""
-    from ..jobs.listing import load_job
-    from ..session_records import read_session_record
+    from mmo_kernel.jobs.listing import load_job
+    from mmo_kernel.sessions.records import read_session_record
 
     record = load_job(job_id)
     session = read_session_record(record["session_id"])
@@ -37,8 +37,8 @@ def _as_root(job_id: str) -> tuple[dict[str, Any], str, str]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..jobs.listing import list_jobs
-    from ..jobs.records import public_job
+    from mmo_kernel.jobs.listing import list_jobs
+    from mmo_kernel.jobs.records import public_job
 
     jobs = [public_job(r) for r in list_jobs(args.session)]
     if args.json:
@@ -52,7 +52,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..jobs.records import public_job
+    from mmo_kernel.jobs.records import public_job
 
     record, _, _ = _as_root(args.job_id)
     if args.json:
@@ -70,7 +70,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_result(args: argparse.Namespace) -> int:
-    from ..jobs.results import read_result
+    from mmo_kernel.jobs.results import read_result
 
     _, session_id, root = _as_root(args.job_id)
     page = read_result(args.job_id, session_id, cursor=args.cursor, max_chars=args.max_chars,
@@ -90,7 +90,7 @@ def run_result(args: argparse.Namespace) -> int:
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    from ..jobs.traces import read_trace
+    from mmo_kernel.jobs.traces import read_trace
 
     _, session_id, root = _as_root(args.job_id)
     page = read_trace(args.job_id, session_id, root, cursor=args.cursor, limit=args.limit)
@@ -129,7 +129,7 @@ def _response(value: str | None) -> dict[str, Any] | None:
 
 
 def run_control(args: argparse.Namespace) -> int:
-    from ..jobs.controls import control_job
+    from mmo_kernel.jobs.controls import control_job
 
     record, session_id, root = _as_root(args.job_id)
     expected = args.expected_revision
@@ -150,7 +150,7 @@ def run_control(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from ..jobs.cancel import cancel_job
+    from mmo_kernel.jobs.cancel import cancel_job
 
     _, session_id, root = _as_root(args.job_id)
     out = cancel_job(args.job_id, session_id, reason=args.reason, caller_agent=root)
@@ -160,7 +160,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from ..jobs.workspace import read_patch_diff
+    from mmo_kernel.jobs.workspace import read_patch_diff
 
     _as_root(args.job_id)
     sys.stdout.write(read_patch_diff(args.job_id))
@@ -168,8 +168,8 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def run_disposition(args: argparse.Namespace) -> int:
-    from ..jobs.results import accept_result, reject_result
-    from ..jobs.workspace import integrate_patch
+    from mmo_kernel.jobs.results import accept_result, reject_result
+    from mmo_kernel.jobs.workspace import integrate_patch
 
     function = {"accept": accept_result, "reject": reject_result,
                 "integrate": integrate_patch}[args.job_command]

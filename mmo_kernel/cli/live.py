@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from .output import bold, duration, short, tokens
+from mmo_kernel.cli.output import bold, duration, short, tokens
 
 JOB_REFRESH_SECONDS = 0.5
 """Job records are re-read at most this often; the root record comes with every call."""
@@ -59,7 +59,7 @@ def _route_ids(snapshot_hash: Any) -> dict[str, str]:
     never contain ``__``, so the route is the part before it.
     """
     try:
-        from ..snapshots import load_snapshot
+        from mmo_kernel.profiles.snapshots import load_snapshot
 
         keys = load_snapshot(str(snapshot_hash))["manifest"].get("route_ids") or {}
         return {agent: str(key).split("__", 1)[0] for agent, key in keys.items()}
@@ -124,7 +124,7 @@ class LiveView:
     def _jobs(self, force: bool = False) -> list[dict[str, Any]]:
         now = time.monotonic()
         if force or now - self.jobs_read_at >= JOB_REFRESH_SECONDS:
-            from ..jobs.listing import list_jobs
+            from mmo_kernel.jobs.listing import list_jobs
 
             self.jobs = sorted(list_jobs(self.session_id), key=lambda j: j.get("created_at", ""))
             self.jobs_read_at = now

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from .output import RAW, json_flag, print_json, table
+from mmo_kernel.cli.output import RAW, json_flag, print_json, table
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 
 
 def run_smoke(args: argparse.Namespace) -> int:
-    from ..smoke import smoke_profile
+    from mmo_kernel.lifecycle.smoke import smoke_profile
 
     if args.wall <= 0:
         raise ValueError("--wall must be a positive number of seconds")
@@ -31,8 +31,8 @@ def run_smoke(args: argparse.Namespace) -> int:
 
 
 def run_clean(args: argparse.Namespace) -> int:
-    from ..api import clean_state
-    from ..settings import load_settings
+    from mmo_kernel.api import clean_state
+    from mmo_kernel.config.settings import load_settings
 
     settings = load_settings()
     job_days = settings.job_retention_days if args.job_days is None else args.job_days

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..drivers import CONCERNS
-from .output import json_flag, print_json, table
+from mmo_kernel.cli.output import json_flag, print_json, table
+from mmo_kernel.plugin.drivers import CONCERNS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def plugins_report() -> dict:
-    from ..plugins import plugin_system
+    from mmo_kernel.plugin.manager import plugin_system
 
     system = plugin_system()
     return {

@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from .output import RAW, fields, print_json, table
-from .output import json_flag as _json
+from mmo_kernel.cli.output import RAW, fields, print_json, table
+from mmo_kernel.cli.output import json_flag as _json
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..profiles import list_profiles
+    from mmo_kernel.profiles.loading import list_profiles
 
     profiles = list_profiles()
     if args.json:
@@ -45,8 +45,8 @@ def agent_rows(doc: Any, catalog: Any) -> list[dict[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..catalog import load_catalog
-    from ..profiles import load_profile
+    from mmo_kernel.config.catalog import load_catalog
+    from mmo_kernel.profiles.loading import load_profile
 
     loaded = load_profile(args.profile)
     doc = loaded.profile
@@ -67,7 +67,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from ..profiles import validate_profile
+    from mmo_kernel.profiles.loading import validate_profile
 
     problems = validate_profile(args.profile)
     if args.json:
@@ -82,7 +82,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from ..snapshots import compile_profile
+    from mmo_kernel.profiles.snapshots import compile_profile
 
     compiled = compile_profile(args.profile, bindings=OFFLINE_BINDINGS if args.offline else None)
     manifest = compiled["manifest"]
@@ -96,7 +96,7 @@ def run_compile(args: argparse.Namespace) -> int:
 
 
 def run_clone(args: argparse.Namespace) -> int:
-    from ..profiles import clone_profile
+    from mmo_kernel.profiles.loading import clone_profile
 
     path = clone_profile(args.source, args.new_id)
     if args.json:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import RAW, ago, duration, fields, print_json, short, table, tokens
-from .output import json_flag as _json
+from mmo_kernel.cli.output import RAW, ago, duration, fields, print_json, short, table, tokens
+from mmo_kernel.cli.output import json_flag as _json
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 EXIT_DETACHED = 124
@@ -22,9 +22,9 @@ EXIT_DETACHED = 124
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from ..root_exec import run_root_exec
-    from ..settings import load_settings
-    from .live import LiveView
+    from mmo_kernel.cli.live import LiveView
+    from mmo_kernel.config.settings import load_settings
+    from mmo_kernel.lifecycle.root_exec import run_root_exec
 
     wall = args.wall if args.wall is not None else float(load_settings().wall_timeout_seconds)
     if wall <= 0:
@@ -77,14 +77,14 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from ..interactive import launch_interactive
+    from mmo_kernel.lifecycle.interactive import launch_interactive
 
     bindings = OFFLINE_BINDINGS if args.offline else None
     return _exit_code(launch_interactive(args.profile, args.cwd, bindings=bindings))
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from ..interactive import resolve_resume_session, resume_interactive
+    from mmo_kernel.lifecycle.interactive import resolve_resume_session, resume_interactive
 
     session_id = resolve_resume_session(selector=args.selector, last=args.last,
                                         cwd=str(Path.cwd()), all_cwds=args.all_cwds)
@@ -104,7 +104,7 @@ def _root_turn(record: dict[str, Any]) -> str:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from ..session_views import iter_sessions, public_session
+    from mmo_kernel.lifecycle.views import iter_sessions, public_session
 
     records = iter_sessions(all_sessions=args.all)
     if args.json:
@@ -119,7 +119,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def _evidence(record: dict[str, Any]) -> list[tuple[str, Any]]:
-    from ..session_records import session_dir
+    from mmo_kernel.sessions.records import session_dir
 
     folder = session_dir(record["session_id"])
     names = ("root-events.jsonl", "audit.jsonl", "root-host.log", "root-prompt.txt")
@@ -152,10 +152,10 @@ def _summary(record: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..jobs.listing import list_jobs
-    from ..jobs.records import public_job
-    from ..session_lifecycle import load_session
-    from ..session_views import public_session
+    from mmo_kernel.jobs.listing import list_jobs
+    from mmo_kernel.jobs.records import public_job
+    from mmo_kernel.lifecycle.controls import load_session
+    from mmo_kernel.lifecycle.views import public_session
 
     record = public_session(load_session(args.session_id))
     jobs = [public_job(j) for j in list_jobs(args.session_id)]
@@ -179,7 +179,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_control(args: argparse.Namespace) -> int:
-    from .. import session_lifecycle as lifecycle
+    from mmo_kernel.lifecycle import controls as lifecycle
 
     action = args.command
     sid = args.session_id

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from .output import RAW, json_flag, print_json, table
+from mmo_kernel.cli.output import RAW, json_flag, print_json, table
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..paths import settings_path
-    from ..settings import SETTING_KEYS, load_settings
+    from mmo_kernel.config.settings import SETTING_KEYS, load_settings
+    from mmo_kernel.state.paths import settings_path
 
     settings = load_settings()
     if args.json:
@@ -21,7 +21,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
-    from ..settings import parse_setting_value, set_setting
+    from mmo_kernel.config.settings import parse_setting_value, set_setting
 
     settings = set_setting(args.key, parse_setting_value(args.key, args.value))
     if args.json:
@@ -32,7 +32,7 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..settings import SETTING_KEYS
+    from mmo_kernel.config.settings import SETTING_KEYS
 
     parser = sub.add_parser("settings", help="show or change settings.toml",
                             formatter_class=RAW, description=(

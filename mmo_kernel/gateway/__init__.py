@@ -7,10 +7,10 @@ Public entry points: :func:`ensure_gateway`, :func:`gateway_status`,
 
 from __future__ import annotations
 
-from .faults import FAULT_HEADER, ROUTE_FAULTS, fault_headers
-from .listing import gateway_models
-from .process import ensure_gateway, gateway_status, stop_gateway
-from .telemetry import route_telemetry
+from mmo_kernel.gateway.faults import FAULT_HEADER, ROUTE_FAULTS, fault_headers
+from mmo_kernel.gateway.listing import gateway_models
+from mmo_kernel.gateway.process import ensure_gateway, gateway_status, stop_gateway
+from mmo_kernel.gateway.telemetry import route_telemetry
 
 __all__ = ["FAULT_HEADER", "ROUTE_FAULTS", "ensure_gateway", "fault_headers", "gateway_models",
            "gateway_status", "route_telemetry", "stop_gateway"]

@@ -9,12 +9,12 @@ import os
 import signal
 import sys
 
-from ..paths import ensure_private_dir
-from ..processes import process_start_token
-from ..state import atomic_write_json
-from .process import new_record, read_record, record_path
-from .request_log import gateway_dir
-from .server import GatewayServer
+from mmo_kernel.gateway.process import new_record, read_record, record_path
+from mmo_kernel.gateway.request_log import gateway_dir
+from mmo_kernel.gateway.server import GatewayServer
+from mmo_kernel.state.files import atomic_write_json
+from mmo_kernel.state.paths import ensure_private_dir
+from mmo_kernel.state.processes import process_start_token
 
 
 class ListenError(Exception):

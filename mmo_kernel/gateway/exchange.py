@@ -18,15 +18,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from . import http_io
-from .errors import GatewayError, bad_request, error_body, not_found
-from .faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
-from .json_body import parse_body
-from .notes import LogNote
-from .request_log import now_iso
-from .responses_stream import ResponsesStream
-from .sources import CredentialEnv, credential_value
-from .sse import SseDecoder
+from mmo_kernel.gateway import http_io
+from mmo_kernel.gateway.errors import GatewayError, bad_request, error_body, not_found
+from mmo_kernel.gateway.faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
+from mmo_kernel.gateway.json_body import parse_body
+from mmo_kernel.gateway.notes import LogNote
+from mmo_kernel.gateway.request_log import now_iso
+from mmo_kernel.gateway.responses_stream import ResponsesStream
+from mmo_kernel.gateway.sources import CredentialEnv, credential_value
+from mmo_kernel.gateway.sse import SseDecoder
 
 SESSION_HEADER = "x-mmo-session"
 COALESCE_LIMIT = 64 * 1024

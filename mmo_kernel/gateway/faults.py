@@ -13,7 +13,13 @@ Each fault gets the HTTP answer real Codex classifies as that kind of failure
 
 from __future__ import annotations
 
-from .errors import GatewayError, error_body, server_error, unauthorized, usage_limited
+from mmo_kernel.gateway.errors import (
+    GatewayError,
+    error_body,
+    server_error,
+    unauthorized,
+    usage_limited,
+)
 
 FAULT_HEADER = "X-MMO-Route-Fault"
 ROUTE_FAULTS: tuple[str, ...] = ("rate_limit", "timeout", "server_error", "auth_error", "transport")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..paths import state_dir
+from mmo_kernel.state.paths import state_dir
 
 
 def gateway_models(snapshot_hash: str) -> dict[str, Any]:

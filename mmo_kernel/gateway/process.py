@@ -20,12 +20,17 @@ from typing import Any
 
 from filelock import FileLock
 
-from .. import package_version
-from ..paths import ensure_private_dir
-from ..processes import process_matches, reap_spawned, spawn_detached, terminate_process_groups
-from ..state import MMO_SCHEMA_VERSION
-from .request_log import gateway_dir
-from .sources import gateway_address
+from mmo_kernel import package_version
+from mmo_kernel.gateway.request_log import gateway_dir
+from mmo_kernel.gateway.sources import gateway_address
+from mmo_kernel.state.files import MMO_SCHEMA_VERSION
+from mmo_kernel.state.paths import ensure_private_dir
+from mmo_kernel.state.processes import (
+    process_matches,
+    reap_spawned,
+    spawn_detached,
+    terminate_process_groups,
+)
 
 RECORD_NAME = "gateway.json"
 START_TIMEOUT_SECONDS = 15.0

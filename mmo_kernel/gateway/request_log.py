@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..paths import ensure_private_dir, state_dir
+from mmo_kernel.state.paths import ensure_private_dir, state_dir
 
 LOG_NAME = "requests.jsonl"
 MAX_TEXT = 500

@@ -15,15 +15,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import package_version
-from ..plugins import get_driver
-from . import http_io
-from .errors import GatewayError, error_body, not_found
-from .exchange import SESSION_HEADER, Exchange
-from .listing import models_payload
-from .request_log import RequestLog
-from .sources import CatalogView
-from .upstream_async import close_idle_connections
+from mmo_kernel import package_version
+from mmo_kernel.gateway import http_io
+from mmo_kernel.gateway.errors import GatewayError, error_body, not_found
+from mmo_kernel.gateway.exchange import SESSION_HEADER, Exchange
+from mmo_kernel.gateway.listing import models_payload
+from mmo_kernel.gateway.request_log import RequestLog
+from mmo_kernel.gateway.sources import CatalogView
+from mmo_kernel.gateway.upstream_async import close_idle_connections
+from mmo_kernel.plugin.manager import get_driver
 
 SERVICE = "mmo-gateway"
 __all__ = ["SERVICE", "SESSION_HEADER", "GatewayServer", "GatewayThread"]

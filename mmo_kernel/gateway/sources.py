@@ -1,7 +1,7 @@
 """Where the gateway reads credentials, settings and catalog entries.
 
-They come from ``mmo_kernel.credentials``, ``mmo_kernel.settings`` and
-``mmo_kernel.catalog.load_catalog``. The gateway checks them per request but
+They come from ``mmo_kernel.config.credentials``, ``mmo_kernel.config.settings`` and
+``mmo_kernel.config.catalog.load_catalog``. The gateway checks them per request but
 re-reads a file only when its ``stat`` changes (catalog files by mtime and
 size, ``credentials.env`` by mtime, size, inode, mode and owner), so a
 fragment added to ``catalog.d/`` or a key added to ``credentials.env`` is seen
@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import catalog as catalog_module
-from ..catalog import Model, Route
-from ..paths import config_dir
+from mmo_kernel.config import catalog as catalog_module
+from mmo_kernel.config.catalog import Model, Route
+from mmo_kernel.state.paths import config_dir
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CONFIG_ENV = ("MMO_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME")
@@ -55,7 +55,7 @@ class _CredentialsFile:
         self._values: dict[str, str] = {}
 
     def values(self) -> dict[str, str]:
-        from ..credentials import parse_credentials
+        from mmo_kernel.config.credentials import parse_credentials
 
         path = config_path("credentials.env")
         try:
@@ -75,7 +75,7 @@ _credentials_file = _CredentialsFile()
 
 def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """A non-empty environment value wins, else ``credentials.env`` (spec 02)."""
-    from ..credentials import check_credential_value, valid_env_name
+    from mmo_kernel.config.credentials import check_credential_value, valid_env_name
 
     if not valid_env_name(name):
         raise ValueError(f"invalid credential name {name!r}")
@@ -113,7 +113,7 @@ class CredentialEnv(Mapping[str, str]):
 
 def gateway_address() -> tuple[str, int]:
     """``(gateway_host, gateway_port)`` from settings.toml (defaults when absent)."""
-    from ..settings import load_settings
+    from mmo_kernel.config.settings import load_settings
 
     settings = load_settings()
     return settings.gateway_host, settings.gateway_port

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import GatewayError, error_body
+from mmo_kernel.gateway.errors import GatewayError, error_body
 
 READ_SIZE = 65536
 _pool_lock = threading.Lock()

@@ -20,9 +20,9 @@ import weakref
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from .errors import GatewayError, error_body
-from .upstream import Target, map_upstream_status, post_target, tls_context
-from .upstream_wire import BodyDecoder, UpstreamProtocolError, Wire, read_head
+from mmo_kernel.gateway.errors import GatewayError, error_body
+from mmo_kernel.gateway.upstream import Target, map_upstream_status, post_target, tls_context
+from mmo_kernel.gateway.upstream_wire import BodyDecoder, UpstreamProtocolError, Wire, read_head
 
 MAX_IDLE_PER_HOST = 32
 _UNSAFE = re.compile(r"[\r\n\0]")

@@ -14,15 +14,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..drivers import format_validation_error
-from ..errors import AdmissionError
-from ..profile_schema import ResolvedAgent, ResolvedProfile
-from ..session_records import TERMINAL_SESSION_STATUSES, read_session_record
-from ..snapshots import snapshot_profile
-from ..write_scopes import assert_no_scope_conflicts, normalize_write_scopes, resolve_write_scopes
-from .listing import live_jobs, runner_alive
-from .literal import input_sha256, literal_task_text, parse_literal_task
-from .records import ACTIVE_JOB_STATUSES, read_job_record
+from mmo_kernel.errors import AdmissionError
+from mmo_kernel.jobs.listing import live_jobs, runner_alive
+from mmo_kernel.jobs.literal import input_sha256, literal_task_text, parse_literal_task
+from mmo_kernel.jobs.records import ACTIVE_JOB_STATUSES, read_job_record
+from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.profiles.schema import ResolvedAgent, ResolvedProfile
+from mmo_kernel.profiles.snapshots import snapshot_profile
+from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, read_session_record
+from mmo_kernel.workspace.write_scopes import (
+    assert_no_scope_conflicts,
+    normalize_write_scopes,
+    resolve_write_scopes,
+)
 
 REFUSED_SESSION_STATUSES = frozenset({"cancelling", "paused"})
 
@@ -256,7 +260,7 @@ def check_capacity(ctx: Context, items: list[Admitted], live: list[dict[str, Any
 def pool_capacity(profile: ResolvedProfile, key: str) -> int:
     """Units a shared pool holds: ``resource_pools`` in settings.toml, else the admitting
     profile's ``max_active_agents`` (the spec leaves a pool's size open)."""
-    from ..settings import load_settings
+    from mmo_kernel.config.settings import load_settings
 
     return load_settings().resource_pools.get(key, profile.coordination.max_active_agents)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import read_job_record
+from mmo_kernel.jobs.records import read_job_record
 
 
 def ancestors(record: dict[str, Any]) -> list[str]:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..audit import append_audit
-from ..session_records import read_session_record, session_file
-from .authority import ancestors, require_authority, require_session_job
-from .listing import iter_job_records, load_job, retire_hosts, write_job_partial
-from .records import (
+from mmo_kernel.jobs.authority import ancestors, require_authority, require_session_job
+from mmo_kernel.jobs.listing import iter_job_records, load_job, retire_hosts, write_job_partial
+from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     TERMINAL_JOB_STATUSES,
     public_job,
     transition_job,
     update_job,
 )
-from .spawn import cleanup_workspace
+from mmo_kernel.jobs.spawn import cleanup_workspace
+from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.state.audit import append_audit
 
 MAX_CANCEL_REASON_CHARS = 500
 CANCEL_GRACE_SECONDS = 3.0

@@ -17,21 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..audit import append_audit
-from ..control_actions import JOB_CONTROL_ACTIONS
-from ..control_socket import (
+from mmo_kernel.errors import ControlDeliveryUnknown, StateError
+from mmo_kernel.hosts.control_actions import JOB_CONTROL_ACTIONS
+from mmo_kernel.hosts.control_socket import (
     ControlNotDelivered,
     ControlRequestRejected,
     app_server_socket_path,
     send_control_request,
 )
-from ..errors import ControlDeliveryUnknown, StateError
-from ..records import is_exact_int
-from ..session_records import TERMINAL_SESSION_STATUSES, read_session_record, session_file
-from ..state import runtime_lock
-from .authority import require_authority
-from .listing import load_job, retire_hosts, runner_alive, write_job_partial
-from .records import (
+from mmo_kernel.jobs.authority import require_authority
+from mmo_kernel.jobs.listing import load_job, retire_hosts, runner_alive, write_job_partial
+from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     TERMINAL_JOB_STATUSES,
     job_file,
@@ -41,7 +37,11 @@ from .records import (
     update_job,
     write_job_record,
 )
-from .results import check_caller_job, load_session_job
+from mmo_kernel.jobs.results import check_caller_job, load_session_job
+from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, read_session_record, session_file
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import runtime_lock
+from mmo_kernel.state.records import is_exact_int
 
 CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 OFFLINE_ACTIONS = frozenset({"continue", "finalize", "stop", "set_effort"})
@@ -81,7 +81,7 @@ def job_control_lock(job_id: str, timeout: float = CONTROL_LOCK_TIMEOUT) -> Iter
 
 
 def _profile(session: dict[str, Any]) -> Any:
-    from ..snapshots import snapshot_profile
+    from mmo_kernel.profiles.snapshots import snapshot_profile
 
     return snapshot_profile(session["snapshot_hash"])
 
@@ -216,8 +216,8 @@ def _acknowledge(job_id: str, revision: int) -> None:
 
 def _readmit(record: dict[str, Any], session: dict[str, Any]) -> None:
     """Capacity, route and cross-session write-scope checks for a relaunch (under the lock)."""
-    from . import admission
-    from .listing import live_jobs
+    from mmo_kernel.jobs import admission
+    from mmo_kernel.jobs.listing import live_jobs
 
     if session["status"] in TERMINAL_SESSION_STATUSES:
         raise RuntimeError(f"terminal immutable session {session['session_id']} "
@@ -240,9 +240,9 @@ def _readmit(record: dict[str, Any], session: dict[str, Any]) -> None:
 def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revision: int,
               input: str | None, effort: str | None) -> dict[str, Any]:
     """Re-admit and start a new host on the job's thread with a ``resume_request``."""
-    from ..mesh.tokens import mint_token
-    from ..plugins import execution_host
-    from ..session_env import session_environment
+    from mmo_kernel.mesh.tokens import mint_token
+    from mmo_kernel.plugin.manager import execution_host
+    from mmo_kernel.sessions.env import session_environment
 
     job_id = record["job_id"]
     with runtime_lock():

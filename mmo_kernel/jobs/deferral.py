@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..audit import append_audit
-from ..session_records import read_session_record, session_file
-from ..session_state import transition, update_session
-from .listing import holds_capacity, list_jobs
+from mmo_kernel.jobs.listing import holds_capacity, list_jobs
+from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.state import transition, update_session
+from mmo_kernel.state.audit import append_audit
 
 DEFERRAL_POLL_SECONDS = 0.2
 

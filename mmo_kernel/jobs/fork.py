@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import is_exact_int
-from ..state import runtime_lock
-from .admission import SpawnSpec, admit, load_context
-from .authority import require_authority, require_session_job
-from .listing import load_job
-from .records import public_job, read_job_record, update_job
-from .spawn import create_batch, launch
+from mmo_kernel.jobs.admission import SpawnSpec, admit, load_context
+from mmo_kernel.jobs.authority import require_authority, require_session_job
+from mmo_kernel.jobs.listing import load_job
+from mmo_kernel.jobs.records import public_job, read_job_record, update_job
+from mmo_kernel.jobs.spawn import create_batch, launch
+from mmo_kernel.state.files import runtime_lock
+from mmo_kernel.state.records import is_exact_int
 
 
 def check_revision(record: dict[str, Any], expected_revision: Any) -> None:

@@ -15,11 +15,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from ..evidence import partial_text
-from ..processes import process_matches, terminate_process_groups
-from ..session_records import session_file
-from ..state import atomic_write_text, runtime_lock
-from .records import (
+from mmo_kernel.hosts.evidence import partial_text
+from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     TERMINAL_JOB_STATUSES,
     apply_job_fields,
@@ -28,6 +25,9 @@ from .records import (
     read_job_record,
     write_job_record,
 )
+from mmo_kernel.sessions.records import session_file
+from mmo_kernel.state.files import atomic_write_text, runtime_lock
+from mmo_kernel.state.processes import process_matches, terminate_process_groups
 
 WORKING_STATUSES = frozenset({"running", "waiting", "detached"})
 NEVER_LAUNCHED_GRACE_SECONDS = 60.0

@@ -15,20 +15,20 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, ValidationError
 
-from .. import package_version
-from ..drivers import format_validation_error
-from ..errors import RecordError
-from ..paths import state_dir
-from ..records import StrictRecord, read_record
-from ..session_records import new_record_id, utc_now
-from ..session_state import REMOVE
-from ..state import (
+from mmo_kernel import package_version
+from mmo_kernel.errors import RecordError
+from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.sessions.records import new_record_id, utc_now
+from mmo_kernel.sessions.state import REMOVE
+from mmo_kernel.state.files import (
     MMO_SCHEMA_VERSION,
     atomic_write_json,
     ensure_state_layout,
     runtime_lock,
     safe_path,
 )
+from mmo_kernel.state.paths import state_dir
+from mmo_kernel.state.records import StrictRecord, read_record
 
 JOB_STATUSES = ("queued", "running", "waiting", "paused", "detached", "suspended",
                 "completed", "completed_with_warnings", "failed", "cancelled", "stopped")
@@ -281,7 +281,7 @@ def bump_progress(job_id: str) -> dict[str, Any]:
 
 
 def _installed_runtime_digest(record: dict[str, Any]) -> str:
-    from ..plugins import execution_host
+    from mmo_kernel.plugin.manager import execution_host
 
     return execution_host(record.get("host") or "app_server").runtime_digest()
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .records import job_dir
+from mmo_kernel.jobs.records import job_dir
 
 UNSAFE_PHRASES = {"result_path": "unsafe result path",
                   "partial_result_path": "unsafe partial-result path",

@@ -16,11 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ..audit import append_audit
-from ..session_records import read_session_record, session_file
-from ..state import runtime_lock
-from .authority import require_authority
-from .records import (
+from mmo_kernel.jobs.authority import require_authority
+from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
     apply_job_fields,
     job_dir,
@@ -28,6 +25,9 @@ from .records import (
     read_job_record,
     write_job_record,
 )
+from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import runtime_lock
 
 DEFAULT_MAX_CHARS = 20000
 MAX_PAGE_CHARS = 200000
@@ -272,7 +272,7 @@ def accept_result(job_id: str, reason: str, session_id: str, caller_agent: str |
 def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str | None,
                   caller_job_id: str | None = None) -> dict[str, Any]:
     """Reject a read result and remove the writer's worktree; returns the public record."""
-    from .workspace import job_workspace_cleanup
+    from mmo_kernel.jobs.workspace import job_workspace_cleanup
 
     record = _dispose(job_id, reason, session_id, caller_agent, caller_job_id, "rejected",
                       "agent_result_rejected")

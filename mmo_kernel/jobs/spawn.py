@@ -14,18 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from ..audit import append_audit
-from ..drivers import WorkspaceIsolator
-from ..goals import cap_objective
-from ..mesh.tokens import mint_token
-from ..patches import WorkspaceHandle
-from ..plugins import plugin_system
-from ..session_env import session_environment
-from ..session_records import new_record_id, read_session_record, session_file, utc_now
-from ..snapshots import snapshot_contract
-from ..state import atomic_write_text, runtime_lock
-from .admission import Admitted, Context, SpawnSpec, admit, load_context, parse_specs
-from .records import (
+from mmo_kernel.hosts.goals import cap_objective
+from mmo_kernel.jobs.admission import Admitted, Context, SpawnSpec, admit, load_context, parse_specs
+from mmo_kernel.jobs.records import (
     job_dir,
     job_file,
     new_job_id,
@@ -35,6 +26,15 @@ from .records import (
     update_job,
     write_job_record,
 )
+from mmo_kernel.mesh.tokens import mint_token
+from mmo_kernel.plugin.drivers import WorkspaceIsolator
+from mmo_kernel.plugin.manager import plugin_system
+from mmo_kernel.profiles.snapshots import snapshot_contract
+from mmo_kernel.sessions.env import session_environment
+from mmo_kernel.sessions.records import new_record_id, read_session_record, session_file, utc_now
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import atomic_write_text, runtime_lock
+from mmo_kernel.workspace.patches import WorkspaceHandle
 
 WORKSPACE_DIR = "workspace"
 
@@ -143,7 +143,7 @@ def create_batch(ctx: Context, items: list[Admitted],
 
 
 def _start_host(job_id: str, session: dict[str, Any], agent: str) -> tuple[int, str]:
-    from ..plugins import get_driver
+    from mmo_kernel.plugin.manager import get_driver
 
     token, token_hash = mint_token()
     update_job(job_id, mcp_caller_token_hash=token_hash)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .records import TERMINAL_JOB_STATUSES, job_dir, read_job_record
+from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, read_job_record
 
 TRACE_BOUND_BYTES = 512 * 1024
 """A page (and any record in it) stays under this many UTF-8 bytes of compact JSON."""
@@ -211,9 +211,9 @@ def record_page(job_id: str, record: dict[str, Any], record_cursor: int, cursor:
 
 def _authorized(job_id: str, session_id: str, caller_agent: str | None,
                 caller_job_id: str | None) -> dict[str, Any]:
-    from ..session_records import read_session_record
-    from .controls import require_control
-    from .results import load_session_job
+    from mmo_kernel.jobs.controls import require_control
+    from mmo_kernel.jobs.results import load_session_job
+    from mmo_kernel.sessions.records import read_session_record
 
     session = read_session_record(session_id)
     record = load_session_job(job_id, session_id)

@@ -15,11 +15,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..records import is_exact_int
-from .authority import require_session_job
-from .listing import load_job
-from .records import TERMINAL_JOB_STATUSES, job_file, progress_revision
-from .result_files import result_source
+from mmo_kernel.jobs.authority import require_session_job
+from mmo_kernel.jobs.listing import load_job
+from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_file, progress_revision
+from mmo_kernel.jobs.result_files import result_source
+from mmo_kernel.state.records import is_exact_int
 
 POLL_SECONDS = 0.05
 RECONCILE_SECONDS = 1.0

@@ -5,7 +5,7 @@ the record's ``workspace``). When the writer's turn loop ends the job host
 calls ``capture_job_patch``; the patch is stored in the job's own directory
 (``patch.json`` with the preimage, ``patch.diff`` for people) so review and
 integration never depend on the worktree still existing. Integration is one
-transaction (``mmo_kernel.integration``); worktrees and branches go away once
+transaction (``mmo_kernel.jobs.integration``); worktrees and branches go away once
 the job can no longer continue and its patch is integrated or rejected, the
 job is cancelled, or ``clean_state`` retires it (spec 06).
 """
@@ -17,14 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..audit import append_audit
-from ..drivers import WorkspaceIsolator
-from ..integration import integrate_transaction
-from ..patches import Patch, WorkspaceHandle
-from ..session_records import read_session_record, session_file
-from ..session_state import taint_session
-from ..state import atomic_write_json, atomic_write_text, read_json
-from .records import (
+from mmo_kernel.jobs.integration import integrate_transaction
+from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
     job_file,
     public_job,
@@ -32,6 +26,12 @@ from .records import (
     transition_job,
     update_job,
 )
+from mmo_kernel.plugin.drivers import WorkspaceIsolator
+from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.state import taint_session
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import atomic_write_json, atomic_write_text, read_json
+from mmo_kernel.workspace.patches import Patch, WorkspaceHandle
 
 PATCH_FILE = "patch.json"
 DIFF_FILE = "patch.diff"
@@ -48,12 +48,12 @@ def workspace_handle(record: Mapping[str, Any]) -> WorkspaceHandle | None:
 
 def isolator_for(record: Mapping[str, Any], handle: WorkspaceHandle) -> WorkspaceIsolator:
     """The isolator that made ``handle``, with the session profile's isolation options."""
-    from ..plugins import plugin_system
+    from mmo_kernel.plugin.manager import plugin_system
 
     cls = plugin_system().registry.driver_class("workspace_isolation", handle.isolator)
     options: dict[str, Any] = {}
     try:
-        from ..snapshots import snapshot_profile
+        from mmo_kernel.profiles.snapshots import snapshot_profile
 
         session = read_session_record(record["session_id"])
         coordination = snapshot_profile(session["snapshot_hash"]).coordination
@@ -184,8 +184,8 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
     ``accepted``, or a workspace that moved since the writer's base. Returns
     the public job record (``result_state = "integrated"``).
     """
-    from .controls import job_control_lock
-    from .results import check_reason, load_session_job, require_disposition
+    from mmo_kernel.jobs.controls import job_control_lock
+    from mmo_kernel.jobs.results import check_reason, load_session_job, require_disposition
 
     reason = check_reason(reason)
     session = read_session_record(session_id)
@@ -216,7 +216,7 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
 
 
 def _isolator_named(name: str) -> WorkspaceIsolator:
-    from ..plugins import get_driver
+    from mmo_kernel.plugin.manager import get_driver
 
     isolator = get_driver("workspace_isolation", name)
     assert isinstance(isolator, WorkspaceIsolator)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from ..state import MMO_SCHEMA_VERSION, atomic_write_json
+from mmo_kernel.state.files import MMO_SCHEMA_VERSION, atomic_write_json
 
 CAPABILITIES_FILE = "capabilities.json"
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..paths import config_dir, state_dir
-from .surface import ALL_TOOLS
+from mmo_kernel.mesh.surface import ALL_TOOLS
+from mmo_kernel.state.paths import config_dir, state_dir
 
 ROOT_ENV_VARS = ("MMO_CALLER_TOKEN", "MMO_RUN_ID")
 WORKER_ENV_VARS = ("MMO_CALLER_TOKEN", "MMO_RUN_ID", "MMO_CALLER_JOB_ID")
@@ -33,7 +33,7 @@ def mesh_command() -> tuple[str, list[str]]:
     script = Path(sys.executable).parent / "mmo"
     if script.is_file():
         return str(script.absolute()), ["mcp"]
-    return str(Path(sys.executable).absolute()), ["-m", "mmo_kernel.mesh"]
+    return str(Path(sys.executable).absolute()), ["-m", "mmo_kernel.mcp"]
 
 
 def _check_id(value: Any, what: str) -> str:

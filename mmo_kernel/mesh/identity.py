@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .capabilities import CapabilityUnavailable, read_capabilities
-from .tokens import hash_matches, token_hash
+from mmo_kernel.mesh.capabilities import CapabilityUnavailable, read_capabilities
+from mmo_kernel.mesh.tokens import hash_matches, token_hash
 
 INVALID_CAPABILITY = "invalid MCP caller capability"
 ROOT_ONLY = "only the root role may use the root MCP capability"

@@ -1,6 +1,6 @@
 """What the mesh needs to know about a session's team, read from its snapshot.
 
-``mmo_kernel.snapshots`` owns the format: ``<state>/snapshots/<hash>/``
+``mmo_kernel.profiles.snapshots`` owns the format: ``<state>/snapshots/<hash>/``
 holds ``profile.json`` (the resolved profile) and ``manifest.json`` (the
 sha256 of every file). Importing that module costs over a second (it pulls
 in the catalog and plugin machinery), so the mesh reads the two JSON files

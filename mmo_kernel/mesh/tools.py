@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import arguments as a
+from mmo_kernel.mesh import arguments as a
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel import package_version
-from mmo_kernel.control_socket import ControlServer, app_server_socket_path
-from mmo_kernel.evidence import write_partial
-from mmo_kernel.processes import process_start_token, terminate_process_groups
+from mmo_kernel.hosts.control_socket import ControlServer, app_server_socket_path
+from mmo_kernel.hosts.evidence import write_partial
+from mmo_kernel.state.processes import process_start_token, terminate_process_groups
 
 from .approvals import ApprovalPolicy
 from .client import KEEP_PENDING, AppServerClient
@@ -148,8 +148,8 @@ class AgentHost(ABC):
         opt_ins = self.switchyard_opt_ins()
         if not opt_ins or self.bridge is not None:
             return
-        from mmo_kernel.plugins import plugin_system
-        from mmo_kernel.tool_servers import load_tool_servers
+        from mmo_kernel.plugin.manager import plugin_system
+        from mmo_kernel.tools.servers import load_tool_servers
 
         servers = load_tool_servers()
         bridge_class = plugin_system().registry.driver_class("tool_bridges", "switchyard")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mmo_kernel.drivers import ExecutionHost
-from mmo_kernel.processes import spawn_detached
+from mmo_kernel.plugin.drivers import ExecutionHost
+from mmo_kernel.state.processes import spawn_detached
 
 
 class AppServerOptions(BaseModel):

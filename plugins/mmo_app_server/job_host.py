@@ -15,10 +15,10 @@ import json
 import os
 from typing import Any
 
-from mmo_kernel.audit import append_audit
-from mmo_kernel.contract_check import check_result
-from mmo_kernel.evidence import final_message
-from mmo_kernel.goals import goal_prompt
+from mmo_kernel.contracts.check import check_result
+from mmo_kernel.hosts.evidence import final_message
+from mmo_kernel.hosts.goals import goal_prompt
+from mmo_kernel.hosts.turn_failures import normalize_turn_failure
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     job_file,
@@ -26,10 +26,10 @@ from mmo_kernel.jobs.records import (
     transition_job,
     update_job,
 )
-from mmo_kernel.plugins import get_driver
-from mmo_kernel.session_records import read_session_record, session_file, utc_now
-from mmo_kernel.state import atomic_write_json, atomic_write_text
-from mmo_kernel.turn_failures import normalize_turn_failure
+from mmo_kernel.plugin.manager import get_driver
+from mmo_kernel.sessions.records import read_session_record, session_file, utc_now
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import atomic_write_json, atomic_write_text
 
 from .agent_host import AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
@@ -64,7 +64,7 @@ class JobHost(AgentHost):
         self.socket_name = f"control:job:{job_id}"
         self.events_path = job_file(job_id, "events.jsonl")
         self.stderr_path = job_file(job_id, "stderr.log")
-        from mmo_kernel.snapshots import snapshot_profile
+        from mmo_kernel.profiles.snapshots import snapshot_profile
 
         self.spec = snapshot_profile(record["snapshot_hash"]).agents[record["agent"]]
         options = self.spec.host_options or {}
@@ -97,8 +97,8 @@ class JobHost(AgentHost):
         return self.record.get("execution_mode") == "goal"
 
     def preserves_tool_media(self) -> bool:
-        from mmo_kernel.homes import snapshot_catalog
-        from mmo_kernel.snapshots import load_snapshot
+        from mmo_kernel.profiles.snapshots import load_snapshot
+        from mmo_kernel.sessions.homes import snapshot_catalog
 
         routes, models = snapshot_catalog(load_snapshot(self.record["snapshot_hash"]))
         return routes[models[self.spec.model].route].preserves_tool_media

@@ -14,16 +14,16 @@ import os
 import time
 from typing import Any
 
-from mmo_kernel.audit import append_audit
-from mmo_kernel.evidence import final_message
-from mmo_kernel.goals import cap_objective, goal_prompt
-from mmo_kernel.processes import process_matches, terminate_process_groups
-from mmo_kernel.root_socket import root_app_server_socket_path
-from mmo_kernel.session_env import root_environment
-from mmo_kernel.session_records import read_session_record, session_file, utc_now
-from mmo_kernel.session_state import HOST_FIELDS, REMOVE, transition, update_session
-from mmo_kernel.state import atomic_write_json, atomic_write_text
-from mmo_kernel.turn_failures import normalize_turn_failure
+from mmo_kernel.hosts.evidence import final_message
+from mmo_kernel.hosts.goals import cap_objective, goal_prompt
+from mmo_kernel.hosts.root_socket import root_app_server_socket_path
+from mmo_kernel.hosts.turn_failures import normalize_turn_failure
+from mmo_kernel.sessions.env import root_environment
+from mmo_kernel.sessions.records import read_session_record, session_file, utc_now
+from mmo_kernel.sessions.state import HOST_FIELDS, REMOVE, transition, update_session
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import atomic_write_json, atomic_write_text
+from mmo_kernel.state.processes import process_matches, terminate_process_groups
 
 from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
@@ -51,7 +51,7 @@ class RootHost(AgentHost):
         self.socket_name = f"control:root:{session_id}"
         self.events_path = session_file(session_id, "root-events.jsonl")
         self.stderr_path = session_file(session_id, "app-server.stderr.log")
-        from mmo_kernel.snapshots import snapshot_profile
+        from mmo_kernel.profiles.snapshots import snapshot_profile
 
         self.spec = snapshot_profile(record["snapshot_hash"]).agents[self.agent]
         options = self.spec.host_options or {}

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.processes import process_matches, process_start_token
-from mmo_kernel.websocket import UnixWebSocket, WebSocketError
+from mmo_kernel.hosts.websocket import UnixWebSocket, WebSocketError
+from mmo_kernel.state.processes import process_matches, process_start_token
 
 from .client import AppServerClient
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mmo_kernel.drivers import RouteDriver
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.gateway.errors import GatewayError, error_body
 from mmo_kernel.gateway.faults import fault_headers
-from mmo_kernel.paths import user_codex_home
+from mmo_kernel.plugin.drivers import RouteDriver
+from mmo_kernel.state.paths import user_codex_home
 
 MISSING_LOGIN = "missing credential codex login (auth.json)"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mmo_kernel.drivers import WorkspaceIsolator
-from mmo_kernel.patches import (
+from mmo_kernel.plugin.drivers import WorkspaceIsolator
+from mmo_kernel.state.files import atomic_write_json
+from mmo_kernel.workspace.patches import (
     ApplyReceipt,
     Artifact,
     Patch,
@@ -27,8 +28,7 @@ from mmo_kernel.patches import (
     reverse_apply,
     verify_postimage,
 )
-from mmo_kernel.state import atomic_write_json
-from mmo_kernel.write_scopes import normalize_write_scopes
+from mmo_kernel.workspace.write_scopes import normalize_write_scopes
 
 from . import fileset
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mmo_kernel.drivers import ToolBridge
+from mmo_kernel.plugin.drivers import ToolBridge
 
 
 class NativeMcpBridge(ToolBridge):

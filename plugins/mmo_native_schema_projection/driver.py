@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmo_kernel.drivers import ContractTransport
+from mmo_kernel.plugin.drivers import ContractTransport
 
 
 class NativeSchemaProjection(ContractTransport):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mmo_kernel.drivers import RouteDriver
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.gateway.errors import bad_request
+from mmo_kernel.plugin.drivers import RouteDriver
 
 from .model import BadRequest, decide
 from .reply import reply_events

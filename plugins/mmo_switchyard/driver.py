@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.drivers import ToolBridge
-from mmo_kernel.mcp_client import McpClient, McpError, McpTransportError, connect
+from mmo_kernel.plugin.drivers import ToolBridge
+from mmo_kernel.tools.mcp_client import McpClient, McpError, McpTransportError, connect
 
 from .convert import dynamic_output, failure
 from .names import alias_table, bridged_pairs

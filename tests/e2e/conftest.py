@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.waiting import Background, wait_until  # noqa: F401 - re-exported to the tests
 
-from mmo_kernel.codex_cli import PINNED_CODEX_VERSION, project_codex
+from mmo_kernel.hosts.codex_cli import PINNED_CODEX_VERSION, project_codex
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OFFLINE = {"*": "local_scripted"}
@@ -97,7 +97,7 @@ def finish(session: dict, job_id: str, timeout: float = 60) -> dict:
 
 def wait_host_gone(record: dict, pid_key: str = "runner_pid",
                    token_key: str = "runner_start_token") -> None:
-    from mmo_kernel.processes import process_matches
+    from mmo_kernel.state.processes import process_matches
 
     wait_until(lambda: not process_matches(record.get(pid_key), record.get(token_key)),
                timeout=20, what="the host to exit")

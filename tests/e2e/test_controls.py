@@ -9,7 +9,7 @@ import pytest
 
 from mmo_kernel.jobs.controls import control_job
 from mmo_kernel.jobs.records import read_job_record
-from mmo_kernel.session_create import create_session
+from mmo_kernel.sessions.create import create_session
 
 from .conftest import JOB_LAB, events, finish, script, sent, spawn, wait_until
 

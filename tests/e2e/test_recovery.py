@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from mmo_kernel.api import run_root_exec
-from mmo_kernel.session_records import read_session_record, session_file
+from mmo_kernel.sessions.records import read_session_record, session_file
 
 from .conftest import JOB_LAB, OFFLINE, Background, events, script, wait_until
 
@@ -29,7 +29,7 @@ def _command_started(session_id: str) -> dict | None:
 
 
 def test_killed_app_server_mid_turn_is_recovered_on_the_same_thread(workspace):
-    from mmo_kernel.session_records import iter_session_records
+    from mmo_kernel.sessions.records import iter_session_records
 
     # the lost call comes back to the model with the output "aborted": `try` goes on
     prompt = script("try shell sleep 2 && echo slept", "shell echo after-recovery",
@@ -53,9 +53,9 @@ def test_killed_app_server_mid_turn_is_recovered_on_the_same_thread(workspace):
 
 def test_killed_controller_leaves_the_app_server_and_continue_adopts_its_turn(workspace):
     """The running turn survives its controller; the next host waits for that same turn."""
-    from mmo_kernel.processes import process_matches
-    from mmo_kernel.session_lifecycle import continue_session, load_session
-    from mmo_kernel.session_records import iter_session_records
+    from mmo_kernel.lifecycle.controls import continue_session, load_session
+    from mmo_kernel.sessions.records import iter_session_records
+    from mmo_kernel.state.processes import process_matches
 
     prompt = script("shell sleep 6 && echo slept", "say adopted: {{step1}}")
     run = Background(run_root_exec, JOB_LAB, workspace, prompt, 90, bindings=OFFLINE)

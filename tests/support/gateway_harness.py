@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.catalog import Model, Route
+from mmo_kernel.config.catalog import Model, Route
 from mmo_kernel.gateway.request_log import RequestLog, read_log
 from mmo_kernel.gateway.server import GatewayServer, GatewayThread
 from mmo_kernel.gateway.sources import StaticCatalog
-from mmo_kernel.plugins import get_driver
+from mmo_kernel.plugin.manager import get_driver
 
 
 def make_route(route_id: str, wire: str, base_url: str, **fields: Any) -> Route:

@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import tomlkit
 
-from mmo_kernel.codex_cli import PINNED_CODEX_VERSION, project_codex
+from mmo_kernel.hosts.codex_cli import PINNED_CODEX_VERSION, project_codex
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_HINT = (

@@ -1,0 +1,2 @@
+"""Configuration input: TOML reading, settings.toml, credentials.env and the model catalog.
+"""

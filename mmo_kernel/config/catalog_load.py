@@ -1,0 +1,209 @@
+"""Reading the catalog: the built-in TOML plus the user's ``catalog.d`` fragments.
+
+Fragments never override silently: a route or model id defined twice is an
+error naming both files. Each route is then checked by its own route driver,
+so driver-specific keys are validated by the plugin that understands them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mmo_kernel.config.catalog import Catalog, Model, Route
+from mmo_kernel.config.toml_input import (
+    DOCUMENT_KEY,
+    DocumentError,
+    problem,
+    read_toml,
+    schema_version_problem,
+    validation_problems,
+)
+from mmo_kernel.errors import UnknownDriverError
+from mmo_kernel.plugin.drivers import RouteDriver
+from mmo_kernel.plugin.manager import route_driver
+from mmo_kernel.state import paths
+
+BUILTIN_CATALOG = "catalog_builtin.toml"
+FRAGMENT_DIR = "catalog.d"
+TOP_LEVEL_KEYS = ("schema_version", "routes", "models")
+
+
+def builtin_catalog_path() -> Path:
+    """The catalog TOML shipped as package data of ``mmo_kernel``."""
+    return Path(str(resources.files("mmo_kernel.config") / BUILTIN_CATALOG))
+
+
+def fragment_paths(config_dir: Path | None = None) -> list[Path]:
+    """``<config dir>/catalog.d/*.toml`` sorted by file name (the merge order)."""
+    folder = (config_dir if config_dir is not None else paths.config_dir()) / FRAGMENT_DIR
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.glob("*.toml") if p.is_file()), key=lambda p: p.name)
+
+
+class _Merge:
+    """Accumulates entries from several files, remembering where each came from."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.models: dict[str, Model] = {}
+        self.sources: dict[str, Path] = {}
+        self.problems: list[str] = []
+
+    def claim(self, key: str, file: Path) -> bool:
+        """Record ``key`` as defined in ``file``; a second definition is a problem."""
+        if key in self.sources:
+            self.problems.append(
+                problem(file, key, f"already defined in {self.sources[key]} (ids must be unique)")
+            )
+            return False
+        self.sources[key] = file
+        return True
+
+    def add_file(self, file: Path) -> None:
+        try:
+            data = read_toml(file)
+        except DocumentError as exc:
+            self.problems.extend(exc.problems)
+            return
+        found = schema_version_problem(data, file, "catalog")
+        if found:
+            self.problems.append(found)
+            return
+        for key in data:
+            if key not in TOP_LEVEL_KEYS:
+                self.problems.append(
+                    problem(
+                        file, key, f"unknown key (a catalog file has {', '.join(TOP_LEVEL_KEYS)})"
+                    )
+                )
+        for section in ("routes", "models"):
+            for key, table in self._tables(data, section, file).items():
+                self._add(section, key, table, file)
+
+    def _tables(self, data: dict[str, Any], section: str, file: Path) -> dict[str, dict]:
+        value = data.get(section, {})
+        if not isinstance(value, dict):
+            self.problems.append(problem(file, section, "must be a table of tables"))
+            return {}
+        out = {}
+        for key, table in value.items():
+            if isinstance(table, dict):
+                out[key] = table
+            else:
+                self.problems.append(problem(file, f"{section}.{key}", "must be a table"))
+        return out
+
+    def _add(self, section: str, key: str, table: dict[str, Any], file: Path) -> None:
+        """Validate one ``routes.<id>`` / ``models.<key>`` table and claim its id."""
+        where = f"{section}.{key}"
+        if "id" in table:
+            self.problems.append(
+                problem(file, f"{where}.id", "unknown key (the id is the table name)")
+            )
+            return
+        entry_class: type[Route] | type[Model] = Route if section == "routes" else Model
+        try:
+            entry = entry_class.model_validate({"id": key, **table})
+        except ValidationError as exc:
+            self.problems.extend(validation_problems(exc, file, where))
+            return
+        if not self.claim(where, file):
+            return
+        if isinstance(entry, Route):
+            self.routes[key] = entry
+        else:
+            self.models[key] = entry
+
+
+def _cross_check(merge: _Merge) -> None:
+    """Models name known routes, modalities fit their route, defaults exist."""
+    for key, model in merge.models.items():
+        file = merge.sources[f"models.{key}"]
+        route = merge.routes.get(model.route)
+        if route is None:
+            merge.problems.append(
+                problem(
+                    file,
+                    f"models.{key}.route",
+                    f"unknown route {model.route!r}; "
+                    f"known routes: {', '.join(sorted(merge.routes))}",
+                )
+            )
+            continue
+        extra = sorted(set(model.modalities) - set(route.transport_modalities))
+        if extra:
+            merge.problems.append(
+                problem(
+                    file,
+                    f"models.{key}.modalities",
+                    f"{extra} not carried by route {route.id!r} (transport_modalities "
+                    f"{route.transport_modalities})",
+                )
+            )
+    for route_id, route in merge.routes.items():
+        default = route.default_model
+        if default is not None and getattr(merge.models.get(default), "route", None) != route_id:
+            merge.problems.append(
+                problem(
+                    merge.sources[f"routes.{route_id}"],
+                    f"routes.{route_id}.default_model",
+                    f"{default!r} is not a model of route {route_id!r}",
+                )
+            )
+
+
+def _driver_message(exc: ValueError, file: Path, key: str) -> str:
+    text = str(exc)
+    return text if text.startswith(str(file)) else problem(file, key, text)
+
+
+def _check_with_drivers(merge: _Merge) -> None:
+    """Each route and model is validated by the route driver its route names."""
+    drivers: dict[str, RouteDriver] = {}
+    for route_id, route in merge.routes.items():
+        file = merge.sources[f"routes.{route_id}"]
+        where = f"{file}: routes.{route_id}"
+        try:
+            driver = route_driver(route.driver)
+        except UnknownDriverError as exc:
+            merge.problems.append(problem(file, f"routes.{route_id}.driver", str(exc)))
+            continue
+        try:
+            driver.validate_options(route.options, where)
+            driver.validate_route(route, where)
+        except ValueError as exc:
+            merge.problems.append(_driver_message(exc, file, f"routes.{route_id}"))
+            continue
+        drivers[route_id] = driver
+    for key, model in merge.models.items():
+        if model.route not in drivers:
+            continue
+        file = merge.sources[f"models.{key}"]
+        try:
+            route = merge.routes[model.route]
+            drivers[model.route].validate_model(model, route, f"{file}: models.{key}")
+        except ValueError as exc:
+            merge.problems.append(_driver_message(exc, file, f"models.{key}"))
+
+
+def load_catalog(config_dir: Path | None = None) -> Catalog:
+    """Merge, cross-check and driver-validate; every problem is reported at once."""
+    merge = _Merge()
+    builtin = builtin_catalog_path()
+    if not builtin.is_file():
+        raise DocumentError([problem(builtin, DOCUMENT_KEY, "built-in catalog is missing")])
+    for file in [builtin, *fragment_paths(config_dir)]:
+        merge.add_file(file)
+    _cross_check(merge)
+    if not merge.problems:
+        _check_with_drivers(merge)
+    if merge.problems:
+        raise DocumentError(merge.problems)
+    return Catalog(
+        routes=dict(merge.routes), models=dict(merge.models), sources=dict(merge.sources)
+    )

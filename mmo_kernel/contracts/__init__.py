@@ -1,0 +1,2 @@
+"""The contract-transport kit: output-contract schemas, their checks and schema instances.
+"""

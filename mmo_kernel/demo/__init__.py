@@ -1,0 +1,2 @@
+"""``mmo demo``: the offline main job on a throw-away repository.
+"""

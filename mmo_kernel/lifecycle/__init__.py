@@ -1,0 +1,3 @@
+"""Operations over a session and its jobs: controls, read views, root runs, the interactive path,
+resume admission and smoke.
+"""

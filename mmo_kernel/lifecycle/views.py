@@ -1,0 +1,73 @@
+"""Read-side views of sessions: enumeration, public records, runs, the root capability."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmo_kernel import package_version
+from mmo_kernel.sessions.records import (
+    iter_session_records,
+    read_run_record,
+    run_ids,
+    session_dir,
+)
+
+
+def public_session(record: dict[str, Any]) -> dict[str, Any]:
+    """The record plus ``runtime_current``: is its host running the installed code?"""
+    return {**record, "runtime_current": _runtime_current(record)}
+
+
+def _runtime_current(record: dict[str, Any]) -> bool:
+    try:
+        if record.get("package_version") != package_version():
+            return False
+        if record.get("root_host_package_version") not in (None, package_version()):
+            return False
+        recorded = record.get("root_host_runtime_digest")
+        if recorded is None:
+            return True
+        from mmo_kernel.plugin.manager import execution_host
+
+        host = execution_host(record.get("root_execution_host") or "app_server")
+        return recorded == host.runtime_digest()
+    except Exception:  # an unreadable digest means "not current", never an error
+        return False
+
+
+def iter_sessions(all_sessions: bool = True) -> list[dict[str, Any]]:
+    """Every session, newest first, each reconciled with the processes that exist."""
+    from mmo_kernel.lifecycle.controls import load_session
+
+    records = [load_session(r["session_id"]) for r in iter_session_records()]
+    if not all_sessions:
+        from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES
+
+        records = [r for r in records if r["status"] not in TERMINAL_SESSION_STATUSES]
+    return records
+
+
+def root_mcp_token(session_id: str) -> str:
+    """The root MCP capability; the capabilities file is its only source of truth."""
+    from mmo_kernel.mesh.capabilities import CapabilityUnavailable, read_capabilities
+
+    try:
+        return read_capabilities(session_dir(session_id)).root_mcp_token
+    except CapabilityUnavailable as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+def iter_session_runs(session_id: str) -> list[dict[str, Any]]:
+    return [read_run_record(session_id, run_id) for run_id in run_ids(session_id)]
+
+
+def load_session_run(session_id: str, run_id: str | None = None) -> dict[str, Any]:
+    """The session's one run; any other run directory beside it is refused."""
+    runs = run_ids(session_id)
+    if len(runs) != 1:
+        raise RuntimeError(
+            f"session {session_id} must have exactly its one active run; found {len(runs)}: "
+            f"{', '.join(runs) or 'none'}")
+    if run_id is not None and run_id != runs[0]:
+        raise FileNotFoundError(f"session {session_id} has no run {run_id!r}")
+    return read_run_record(session_id, runs[0])

@@ -1,0 +1,2 @@
+"""Team profiles: schema, loading, checks, binding resolution and immutable snapshots.
+"""

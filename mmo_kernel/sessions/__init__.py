@@ -1,0 +1,3 @@
+"""Session data: records, state transitions, environments, agent homes, creation, retention and
+resolution.
+"""

@@ -1,0 +1,201 @@
+"""``create_session``: snapshot, pinned Codex, gateway, route availability, homes, run (spec 03)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mmo_kernel.config.settings import load_settings, resolve_codex_binary
+from mmo_kernel.plugin.manager import route_driver
+from mmo_kernel.profiles.snapshots import compile_profile, load_snapshot, snapshot_profile
+from mmo_kernel.sessions.homes import HomeContext, materialize_home, snapshot_catalog
+from mmo_kernel.sessions.records import (
+    CREATING_MARKER,
+    new_record_id,
+    session_dir,
+    session_file,
+    utc_now,
+    write_run_record,
+    write_session_record,
+)
+from mmo_kernel.sessions.state import transition
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import ensure_state_layout, runtime_lock
+from mmo_kernel.state.paths import ensure_private_dir, state_dir
+
+ROUTE_FAULTS = ("rate_limit", "timeout", "server_error", "auth_error", "transport")
+SESSION_KINDS = ("noninteractive", "interactive")
+
+
+def resolve_snapshot(profile: Any, snapshot_hash: str | None,
+                     bindings: Mapping[str, str] | None) -> dict[str, Any]:
+    """Exactly one of ``profile`` / ``snapshot_hash``; sessions never run a live profile."""
+    if profile is not None and snapshot_hash is not None:
+        raise ValueError("profile and snapshot_hash cannot be combined: pass exactly one")
+    if profile is None and snapshot_hash is None:
+        raise ValueError("create_session needs a profile or a snapshot_hash")
+    if snapshot_hash is not None:
+        if bindings:
+            raise ValueError("bindings cannot be combined with snapshot_hash (compile a profile)")
+        return load_snapshot(snapshot_hash)
+    return compile_profile(profile, bindings=bindings)
+
+
+def check_route_faults(route_faults: Any, known_routes: set[str]) -> dict[str, str]:
+    if route_faults is None:
+        return {}
+    if not isinstance(route_faults, Mapping):
+        raise ValueError("route_faults must map route ids to faults")
+    checked = {}
+    for route_id, fault in route_faults.items():
+        if route_id not in known_routes:
+            raise ValueError(f"unknown route {route_id!r} in route_faults; this session's routes: "
+                             f"{', '.join(sorted(known_routes))}")
+        if fault not in ROUTE_FAULTS:
+            raise ValueError(f"route fault {fault!r} for {route_id} must be one of "
+                             f"{', '.join(ROUTE_FAULTS)}")
+        checked[route_id] = fault
+    return checked
+
+
+def route_availability(routes: Mapping[str, Any], faults: Mapping[str, str]) -> dict[str, Any]:
+    """``route -> {available, reason?, fault?}``; a fault makes a route unavailable."""
+    result = {}
+    for route_id, route in sorted(routes.items()):
+        if route_id in faults:
+            fault = faults[route_id]
+            result[route_id] = {"available": False, "fault": fault,
+                                "reason": f"injected route fault: {fault}"}
+            continue
+        driver = route_driver(route.driver)
+        result[route_id] = dict(driver.availability(route, dict(os.environ)))
+    return result
+
+
+def _warnings(profile: Any, models: Mapping[str, Any], availability: Mapping[str, Any],
+              homes: Mapping[str, Any]) -> list[str]:
+    warnings = []
+    for agent, spec in profile.agents.items():
+        route_id = models[spec.model].route
+        state = availability[route_id]
+        if not state["available"] and agent != profile.root_agent:
+            warnings.append(f"optional route {route_id} of agent {agent} is unavailable: "
+                            f"{state.get('reason', 'unavailable')}")
+    for agent, home in homes.items():
+        names = sorted({*home.get("tool_mcp_envs", []), *home.get("tool_mcp_http_envs", [])})
+        if names:
+            warnings.append(f"tool MCP credentials {', '.join(names)} are loaded for agent {agent}")
+    return warnings
+
+
+def _mint_tokens(profile: Any) -> tuple[str, str, dict[str, dict[str, str]]]:
+    from mmo_kernel.mesh.tokens import mint_token
+
+    root_token, root_hash = mint_token()
+    natives = {agent: {native: mint_token()[0] for native in spec.native_agents}
+               for agent, spec in profile.agents.items() if spec.native_agents}
+    return root_token, root_hash, natives
+
+
+def _gateway() -> dict[str, Any]:
+    from mmo_kernel.gateway.process import ensure_gateway
+
+    return ensure_gateway()
+
+
+def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = None,
+                   snapshot_hash: str | None = None, bindings: Mapping[str, str] | None = None,
+                   session_kind: str = "noninteractive",
+                   route_faults: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Create a ``starting`` session with its run, capabilities, homes and ``run_started`` audit."""
+    if session_kind not in SESSION_KINDS:
+        raise ValueError(f"session_kind must be one of {', '.join(SESSION_KINDS)}")
+    workdir = Path(cwd if cwd is not None else os.getcwd()).resolve()
+    if not workdir.is_dir():
+        raise ValueError(f"cwd {workdir} is not a directory")
+    snapshot = resolve_snapshot(profile, snapshot_hash, bindings)
+    resolved = snapshot_profile(snapshot)
+    routes, models = snapshot_catalog(snapshot)
+    faults = check_route_faults(route_faults, set(routes))
+    codex_binary = str(resolve_codex_binary())
+    settings = load_settings()
+    gateway = _gateway()
+    availability = route_availability(routes, faults)
+    ensure_state_layout()
+
+    session_id = new_record_id(resolved.id)
+    run_id = new_record_id("run")
+    root_token, root_hash, native_tokens = _mint_tokens(resolved)
+    directory = session_dir(session_id)
+    # the directory appears (one rename) with its marker already inside, so a reader
+    # listing sessions never sees it half-made (readers skip hidden names)
+    staging = directory.with_name(f".{session_id}.new")
+    staging.mkdir(mode=0o700)
+    (staging / CREATING_MARKER).touch(mode=0o600)
+    os.rename(staging, directory)
+    try:
+        record = _populate(directory, session_id, run_id, snapshot, resolved, models, workdir,
+                           session_kind, codex_binary, settings, gateway, availability, faults,
+                           root_token, root_hash, native_tokens)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)  # a failed create leaves nothing behind
+        raise
+    (directory / CREATING_MARKER).unlink()
+    try:
+        append_audit(session_file(session_id, "audit.jsonl"), "run_started", run_id,
+                     profile_id=resolved.id, snapshot_hash=record["snapshot_hash"],
+                     session_kind=session_kind)
+    except Exception as exc:
+        transition(session_id, "failed", error=f"initial audit event could not be written: {exc}")
+        raise
+    return record
+
+
+def _populate(directory: Path, session_id: str, run_id: str, snapshot: dict[str, Any],
+              resolved: Any, models: Mapping[str, Any], workdir: Path, session_kind: str,
+              codex_binary: str, settings: Any, gateway: dict[str, Any],
+              availability: dict[str, Any], faults: dict[str, str], root_token: str,
+              root_hash: str, native_tokens: dict[str, dict[str, str]]) -> dict[str, Any]:
+    from mmo_kernel.mesh.capabilities import write_capabilities
+
+    write_capabilities(directory, root_mcp_token=root_token, native_agent_tokens=native_tokens)
+    ensure_private_dir(directory / "homes")
+    ctx = HomeContext(session_id=session_id, run_id=run_id, gateway_url=gateway["url"],
+                      auth_link_mode=settings.auth_link_mode,
+                      lifecycle_timeout_seconds=settings.app_server_lifecycle_timeout_seconds,
+                      tool_servers=_tool_servers(), native_tokens=native_tokens,
+                      route_faults=faults)
+    homes = {agent: materialize_home(snapshot, agent, directory / "homes" / agent, ctx)
+             for agent in resolved.agents}
+    now = utc_now()
+    record = {
+        "session_id": session_id, "status": "starting", "profile_id": resolved.id,
+        "snapshot_hash": snapshot["manifest"]["snapshot_hash"], "cwd": str(workdir),
+        "session_kind": session_kind, "root_agent": resolved.root_agent, "homes": homes,
+        "codex_binary": codex_binary, "route_availability": availability,
+        "route_faults": faults, "gateway_pid": gateway["pid"], "gateway_url": gateway["url"],
+        "profile_warnings": _warnings(resolved, models, availability, homes),
+        "audit_path": str(session_file(session_id, "audit.jsonl")),
+        "current_run_id": run_id, "run_sequence": 1, "run_created_at": now,
+        "root_mcp_token_hash": root_hash, "root_execution_host": "app_server",
+        "root_execution_mode": resolved.agents[resolved.root_agent].execution_mode,
+        "tainted": False, "created_at": now, "last_active_at": now,
+    }
+    with runtime_lock():
+        write_run_record({"run_id": run_id, "session_id": session_id, "sequence": 1,
+                          "kind": "initial", "status": "starting", "created_at": now,
+                          "root_mcp_token_hash": root_hash})
+        return write_session_record(record)
+
+
+def _tool_servers() -> dict[str, Any]:
+    from mmo_kernel.tools.servers import load_tool_servers
+
+    return load_tool_servers()
+
+
+def root_state_dir() -> Path:
+    return state_dir()

@@ -1,0 +1,264 @@
+"""Agent homes: the private ``CODEX_HOME`` each agent of a session runs in (spec 02).
+
+A home holds a generated ``config.toml`` (never a secret: env var *names*
+only), the agent's guidance as ``AGENTS.md``, the team's orchestration skill,
+a model catalog for slugs Codex does not know, ``auth.json`` for Codex's own
+login, and native-agent definition files. The session records every file's
+sha256 so a resume can verify and restore the home.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, cast
+
+import tomlkit
+
+from mmo_kernel.config.catalog import Model, Route
+from mmo_kernel.plugin.manager import route_driver, tool_bridge
+from mmo_kernel.profiles.schema import PROFILE_SKILL_RELATIVE_PATH, agent_guidance_relative_path
+from mmo_kernel.profiles.snapshots import CATALOG_JSON, snapshot_profile
+from mmo_kernel.state.files import atomic_write_bytes
+from mmo_kernel.state.paths import user_codex_home
+
+MODEL_CATALOG_FILE = "model-catalog.json"
+NATIVE_AGENTS_DIR = "native-agents"
+
+
+@dataclass(frozen=True)
+class HomeContext:
+    """What a home depends on beyond the snapshot."""
+
+    session_id: str
+    run_id: str
+    gateway_url: str
+    tainted: bool = False
+    auth_link_mode: str = "shared"
+    lifecycle_timeout_seconds: float = 1200
+    tool_servers: dict[str, Any] = field(default_factory=dict)
+    native_tokens: dict[str, dict[str, str]] = field(default_factory=dict)
+    route_faults: dict[str, str] = field(default_factory=dict)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def snapshot_catalog(snapshot: dict[str, Any]) -> tuple[dict[str, Route], dict[str, Model]]:
+    data = json.loads((Path(snapshot["directory"]) / CATALOG_JSON).read_bytes())
+    routes = {rid: Route.model_validate(r) for rid, r in data.get("routes", {}).items()}
+    models = {mid: Model.model_validate(m) for mid, m in data.get("models", {}).items()}
+    return routes, models
+
+
+def _agent_depth(profile: Any, agent: str) -> int:
+    return 0 if agent == profile.root_agent else 1
+
+
+def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str | None = None
+               ) -> dict[str, Any]:
+    """The ``[mcp_servers.mmo_mesh]`` table whose tools equal what ``tools/list`` returns."""
+    from mmo_kernel.mesh.config import mesh_server_config
+    from mmo_kernel.mesh.surface import tools_for
+
+    spec = profile.agents[agent]
+    kind: Literal["root", "worker"] = "root" if agent == profile.root_agent else "worker"
+    tools = tools_for(kind, spawnable=list(spec.can_spawn), depth=_agent_depth(profile, agent),
+                      max_depth=profile.coordination.max_depth, tainted=ctx.tainted)
+    return mesh_server_config(
+        kind, session_id=ctx.session_id, run_id=ctx.run_id, agent=agent,
+        native=native_token is not None, native_token=native_token,
+        lifecycle_timeout_seconds=ctx.lifecycle_timeout_seconds, enabled_tools=tools)
+
+
+class _NativeBridge(Protocol):
+    """What the ``native_mcp`` bridge offers beyond the ``ToolBridge`` base."""
+
+    def render_servers(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                       ) -> dict[str, dict[str, Any]]: ...
+
+    def env_names(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
+                  ) -> tuple[list[str], list[str]]: ...
+
+
+def _tool_blocks(spec: Any, ctx: HomeContext) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``mcp_servers`` entries for declared tool servers, by bridge; plus env names."""
+    if not ctx.tool_servers:
+        return {}, [], []
+    bridge = cast(_NativeBridge, tool_bridge("native_mcp"))
+    native_opt_ins = {name: o for name, o in spec.tool_mcp_servers.items()
+                      if o.bridge == "native_mcp"}
+    servers = bridge.render_servers(ctx.tool_servers, native_opt_ins)
+    envs, http_envs = bridge.env_names(ctx.tool_servers, native_opt_ins)
+    return servers, envs, http_envs
+
+
+def render_config(profile: Any, agent: str, routes: dict[str, Route], models: dict[str, Model],
+                  home: Path, ctx: HomeContext) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The agent's ``config.toml`` as data, and the env var names its process needs."""
+    spec = profile.agents[agent]
+    model = models[spec.model]
+    route = routes[model.route]
+    driver = route_driver(route.driver)
+    config: dict[str, Any] = {}
+    fault = ctx.route_faults.get(route.id)
+    provider = driver.provider_config(route, model, ctx.gateway_url, fault=fault)
+    config.update({k: v for k, v in provider.items() if k != "model_providers"})
+    if model.has_reasoning and spec.reasoning:
+        config["model_reasoning_effort"] = spec.reasoning
+        config["plan_mode_reasoning_effort"] = spec.reasoning
+    config["approval_policy"] = spec.approval_policy
+    config["sandbox_mode"] = spec.permissions
+    config["cli_auth_credentials_store"] = "file"
+    if driver.model_catalog_entry(route, model) is not None:
+        config["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
+    config["sandbox_workspace_write"] = {"network_access": False}
+    features: dict[str, Any] = {"plugins": False, "remote_plugin": False, "shell_snapshot": False}
+    if spec.native_agents:
+        features["multi_agent"] = True
+    config["features"] = features
+    skill = home / PROFILE_SKILL_RELATIVE_PATH
+    config["skills"] = {"config": [{"path": str(skill), "enabled": True}]}
+    agents_table: dict[str, Any] = {}
+    if ctx.tainted:
+        agents_table["enabled"] = False
+    for native in spec.native_agents:
+        agents_table[native] = {
+            "description": f"MMO native agent {native} of {agent}",
+            "config_file": str(home / NATIVE_AGENTS_DIR / f"{native}.toml"),
+        }
+    if agents_table:
+        config["agents"] = agents_table
+    mcp_servers = {"mmo_mesh": mesh_block(profile, agent, ctx)}
+    tool_servers, tool_envs, tool_http_envs = _tool_blocks(spec, ctx)
+    mcp_servers.update(tool_servers)
+    config["mcp_servers"] = mcp_servers
+    if "model_providers" in provider:
+        config["model_providers"] = provider["model_providers"]
+    envs = {
+        "route": sorted(set(driver.env_names(route))),
+        "direct_header_envs": sorted(set(route.env_http_headers.values())),
+        "tool_mcp_envs": tool_envs,
+        "tool_mcp_http_envs": tool_http_envs,
+    }
+    return config, envs
+
+
+def _native_config(profile: Any, parent: str, native: str, snapshot_dir: Path,
+                   parent_skill: Path, ctx: HomeContext) -> dict[str, Any]:
+    """A Codex-native subagent's config layer: its guidance, the parent's mesh tools
+    under its own token, no network, tool servers by its own opt-ins."""
+    spec = profile.agents[native]
+    token = ctx.native_tokens.get(parent, {}).get(native)
+    guidance = (snapshot_dir / agent_guidance_relative_path(native)).read_text(encoding="utf-8")
+    config: dict[str, Any] = {
+        "developer_instructions": guidance,
+        "sandbox_mode": spec.permissions,
+        "sandbox_workspace_write": {"network_access": False},
+        "skills": {"config": [{"path": str(parent_skill),
+                               "enabled": bool(profile.coordination.native_nested_delegation)}]},
+    }
+    mcp = {}
+    if token is not None:
+        mcp["mmo_mesh"] = mesh_block(profile, parent, ctx, native_token=token)
+    tool_servers, _, _ = _tool_blocks(spec, ctx)
+    mcp.update(tool_servers)
+    if mcp:
+        config["mcp_servers"] = mcp
+    return config
+
+
+def _write(path: Path, data: bytes, mode: int = 0o600) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write_bytes(path, data, mode=mode)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _link_auth(home: Path, mode: str) -> None:
+    """Codex's own login: link (``shared``) or copy (``copy``, ``0600``) the user's auth.json."""
+    source = user_codex_home() / "auth.json"
+    target = home / "auth.json"
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    if not source.is_file():
+        raise RuntimeError(f"codex_builtin route needs {source} (run `codex login` first)")
+    if mode == "copy":
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o600)
+    else:
+        os.symlink(source, target)
+
+
+def materialize_home(snapshot: dict[str, Any], agent: str, home: Path, ctx: HomeContext
+                     ) -> dict[str, Any]:
+    """Write one agent's home and return its ``homes[agent]`` record."""
+    profile = snapshot_profile(snapshot)
+    routes, models = snapshot_catalog(snapshot)
+    snap_dir = Path(snapshot["directory"])
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(home, 0o700)
+    config, envs = render_config(profile, agent, routes, models, home, ctx)
+    record: dict[str, Any] = {"home": str(home)}
+    guidance = (snap_dir / agent_guidance_relative_path(agent)).read_bytes()
+    record["agents_md"] = str(home / "AGENTS.md")
+    record["agents_md_sha256"] = _write(home / "AGENTS.md", guidance)
+    skill_path = home / PROFILE_SKILL_RELATIVE_PATH
+    record["orchestration_skill"] = str(skill_path)
+    record["orchestration_skill_sha256"] = _write(
+        skill_path, (snap_dir / PROFILE_SKILL_RELATIVE_PATH).read_bytes())
+    spec = profile.agents[agent]
+    model = models[spec.model]
+    route = routes[model.route]
+    driver = route_driver(route.driver)
+    entry = driver.model_catalog_entry(route, model)
+    if entry is not None:
+        catalog = json.dumps({"models": [entry]}, indent=2, sort_keys=True).encode()
+        record["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
+        record["model_catalog_sha256"] = _write(home / MODEL_CATALOG_FILE, catalog)
+    if route.driver == "codex_builtin":
+        _link_auth(home, ctx.auth_link_mode)
+    natives = {}
+    for native in spec.native_agents:
+        native_cfg = _native_config(profile, agent, native, snap_dir, skill_path, ctx)
+        path = home / NATIVE_AGENTS_DIR / f"{native}.toml"
+        _write(path, tomlkit.dumps(native_cfg).encode())
+        natives[native] = str(path)
+        _, native_envs, native_http = _tool_blocks(profile.agents[native], ctx)
+        envs["tool_mcp_envs"] = sorted(set(envs["tool_mcp_envs"]) | set(native_envs))
+        envs["tool_mcp_http_envs"] = sorted(set(envs["tool_mcp_http_envs"]) | set(native_http))
+    record["native_agent_files"] = natives
+    record["config_toml"] = str(home / "config.toml")
+    record["config_sha256"] = _write(home / "config.toml", tomlkit.dumps(config).encode())
+    record["direct_header_envs"] = envs["direct_header_envs"]
+    record["tool_mcp_envs"] = envs["tool_mcp_envs"]
+    record["tool_mcp_http_envs"] = envs["tool_mcp_http_envs"]
+    record["route_envs"] = envs["route"]
+    return record
+
+
+def verify_home(snapshot: dict[str, Any], agent: str, record: dict[str, Any]) -> list[str]:
+    """Re-validate a home on resume: restore edited guidance/skill from the snapshot,
+    refuse a drifted model catalog. Returns the restored file names."""
+    snap_dir = Path(snapshot["directory"])
+    restored = []
+    pairs = (("agents_md", agent_guidance_relative_path(agent)),
+             ("orchestration_skill", PROFILE_SKILL_RELATIVE_PATH))
+    for key, rel in pairs:
+        path = Path(record[key])
+        if not path.is_file() or sha256_file(path) != record[f"{key}_sha256"]:
+            _write(path, (snap_dir / rel).read_bytes())
+            restored.append(path.name)
+    catalog = record.get("model_catalog_json")
+    if catalog:
+        path = Path(catalog)
+        if not path.is_file() or sha256_file(path) != record.get("model_catalog_sha256"):
+            raise RuntimeError(
+                f"model catalog failed integrity validation for agent {agent}: {path}")
+    return restored
+

@@ -1,0 +1,189 @@
+"""Session record transitions: update, finish, taint, reconciliation on load (spec 03).
+
+Every change is read-modify-write under the runtime lock, so two processes
+never interleave half-updates; a terminal session never changes status again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from mmo_kernel.sessions.records import (
+    TERMINAL_SESSION_STATUSES,
+    read_run_record,
+    read_session_record,
+    session_file,
+    utc_now,
+    write_run_record,
+    write_session_record,
+)
+from mmo_kernel.state.audit import append_audit
+from mmo_kernel.state.files import runtime_lock
+from mmo_kernel.state.processes import process_matches
+
+STARTUP_GRACE_SECONDS = 30.0
+"""A ``starting`` session with no live host is failed once it is older than this."""
+
+BOOKKEEPING_FIELDS = frozenset({"finished_at", "last_active_at"})
+"""Fields a terminal session may still change."""
+
+RUNNER_FIELDS = ("root_pid", "root_pgid", "root_start_token", "root_control_socket",
+                 "root_control_socket_ready", "active_root_turn_id")
+APP_SERVER_FIELDS = ("root_app_server_pid", "root_app_server_pgid",
+                     "root_app_server_start_token")
+HOST_FIELDS = RUNNER_FIELDS + APP_SERVER_FIELDS
+
+
+def relaunch_clears(record: dict[str, Any]) -> dict[str, Any]:
+    """Host fields a relaunch removes: the dead runner's always, the app-server's only
+    when it is gone too (a live one is kept for the new host to adopt)."""
+    fields: dict[str, Any] = {f: REMOVE for f in RUNNER_FIELDS}
+    if not process_matches(record.get("root_app_server_pid"),
+                           record.get("root_app_server_start_token")):
+        fields.update({f: REMOVE for f in APP_SERVER_FIELDS})
+    return fields
+
+
+def _apply_fields(record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    if record["status"] in TERMINAL_SESSION_STATUSES:
+        forbidden = sorted(set(fields) - BOOKKEEPING_FIELDS)
+        if forbidden:
+            raise RuntimeError(
+                f"terminal immutable session {record['session_id']} ({record['status']}) "
+                f"cannot change {', '.join(forbidden)}"
+            )
+    updated = dict(record)
+    for key, value in fields.items():
+        if value is _REMOVE:
+            updated.pop(key, None)
+        else:
+            updated[key] = value
+    return updated
+
+
+class _Remove:
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+_REMOVE: Any = _Remove()
+REMOVE = _REMOVE
+"""Pass as a field value to delete the field (records omit unset fields)."""
+
+
+def update_session(session_id: str, **fields: Any) -> dict[str, Any]:
+    """Change fields of a session record atomically; terminal sessions keep their status.
+
+    A status change is mirrored on the session's run (its status follows the session's).
+    """
+    with runtime_lock():
+        record = read_session_record(session_id)
+        updated = write_session_record(_apply_fields(record, fields))
+        if "status" in fields and fields["status"] != record["status"]:
+            _sync_run(updated)
+        return updated
+
+
+def _sync_run(record: dict[str, Any]) -> None:
+    """The run's status follows the session's; a terminal run is closed in place."""
+    run_id = record.get("current_run_id") or record.get("last_run_id")
+    if not run_id:
+        return
+    run = read_run_record(record["session_id"], run_id)
+    run["status"] = record["status"]
+    if record["status"] in TERMINAL_SESSION_STATUSES:
+        run["finished_at"] = record.get("finished_at") or utc_now()
+    write_run_record(run)
+
+
+def transition(session_id: str, status: str, **fields: Any) -> dict[str, Any]:
+    """Move a session to ``status`` (terminal or not) together with its run."""
+    with runtime_lock():
+        record = read_session_record(session_id)
+        if record["status"] in TERMINAL_SESSION_STATUSES:
+            return record
+        now = utc_now()
+        fields = {"status": status, "last_active_at": now, **fields}
+        if status in TERMINAL_SESSION_STATUSES:
+            run_id = record.get("current_run_id") or record.get("last_run_id")
+            fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
+        if status == "stopped":  # a stop retires the hosts: their identity goes with them
+            fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
+        updated = write_session_record(_apply_fields(record, fields))
+        _sync_run(updated)
+    if status in TERMINAL_SESSION_STATUSES:
+        session_file(session_id, "capabilities.json").unlink(missing_ok=True)
+    return updated
+
+
+def finish_session(session_id: str, exit_code: int, error: str | None = None,
+                   expected_run_id: str | None = None) -> dict[str, Any]:
+    """Terminalize after a run ends; a late finish for a detached run leaves it detached."""
+    record = read_session_record(session_id)
+    if record["status"] in TERMINAL_SESSION_STATUSES:
+        return record
+    if (expected_run_id is not None and record["status"] == "detached"
+            and expected_run_id == record.get("current_run_id")):
+        return record
+    fields: dict[str, Any] = {}
+    if error:
+        fields["error"] = error
+    return transition(session_id, "completed" if exit_code == 0 else "failed", **fields)
+
+
+def mark_session_running(session_id: str, pid: int) -> dict[str, Any]:
+    """Record an attached *client* (never a host: MMO signals only processes it launched)."""
+    from mmo_kernel.state.processes import process_start_token
+
+    token = process_start_token(pid)
+    if token is None:
+        raise RuntimeError(f"cannot attach client pid {pid}: no such process")
+    return update_session(session_id, status="running", root_client_pid=pid,
+                          root_client_start_token=token, last_active_at=utc_now())
+
+
+def taint_session(session_id: str, reason: str, **details: Any) -> dict[str, Any]:
+    """Durably mark the session unsafe; spawns and integrations stop until a tainted resume."""
+    with runtime_lock():
+        record = read_session_record(session_id)
+        reasons = list(record.get("taint_reasons") or [])
+        entry = {"reason": reason, "at": utc_now(), **details}
+        reasons.append(entry)
+        updated = dict(record, tainted=True, taint_reasons=reasons)
+        write_session_record(updated)
+    run_id = record.get("current_run_id") or record.get("last_run_id") or ""
+    append_audit(session_file(session_id, "audit.jsonl"), "session_tainted", run_id,
+                 reason=reason, **details)
+    return updated
+
+
+def _age_seconds(stamp: str | None) -> float:
+    if not stamp:
+        return float("inf")
+    return (datetime.now(UTC) - datetime.fromisoformat(stamp)).total_seconds()
+
+
+def host_alive(record: dict[str, Any]) -> bool:
+    return process_matches(record.get("root_pid"), record.get("root_start_token"))
+
+
+def client_alive(record: dict[str, Any]) -> bool:
+    return process_matches(record.get("root_client_pid"), record.get("root_client_start_token"))
+
+
+def reconcile(record: dict[str, Any]) -> dict[str, Any]:
+    """Bring a record in line with the processes that really exist (run on load)."""
+    status = record["status"]
+    sid = record["session_id"]
+    if status == "starting" and not host_alive(record):
+        created = record.get("run_created_at") or record.get("created_at")
+        if _age_seconds(created) > STARTUP_GRACE_SECONDS:
+            return transition(sid, "failed", error="root host never started (stale starting)")
+    if status == "running" and not host_alive(record) and not client_alive(record):
+        if not record.get("root_pid") and record.get("session_kind") == "interactive":
+            return record
+        return transition(sid, "suspended", error="root host is gone",
+                          failure={"kind": "host_lost", "retryable": True,
+                                   "message": "the root host process is gone"})
+    return record

@@ -1,0 +1,3 @@
+"""The state store: paths, atomic files and locks, strict records, the audit log and process
+identity.
+"""

@@ -1,0 +1,108 @@
+"""Append-only JSONL logs: ``audit.jsonl``, ``events.jsonl``, ``root-events.jsonl``.
+
+One compact JSON object per line (``separators=(",", ":")``), appended with
+a single ``write`` and fsynced, so a crash can at worst tear the last line;
+readers skip a torn line instead of losing the whole log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mmo_kernel.errors import StateError
+
+RESERVED_AUDIT_KEYS = frozenset({"event", "at", "run_id"})
+
+
+def utc_timestamp() -> str:
+    """The current time as ISO 8601 UTC (``2026-01-02T03:04:05.123456+00:00``)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def encode_line(obj: Any) -> bytes:
+    """One compact JSON line (newline-terminated) for ``obj``."""
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _open_append(path: Path) -> int:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if path.is_symlink():
+            raise StateError(f"log cannot traverse symlink {path}") from None
+        raise exc
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def _ends_torn(fd: int) -> bool:
+    """True when the file's last byte is not a newline (a crash tore the last line)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def append_jsonl(path: Path, obj: Any) -> None:
+    """Append ``obj`` as one compact line to ``path`` (created ``0600``), fsynced.
+
+    If a crash left the last line torn, it is terminated first so the new
+    object stays on a line of its own (the torn text is kept as evidence).
+    """
+    line = encode_line(obj)
+    fd = _open_append(Path(path))
+    try:
+        if _ends_torn(fd):
+            line = b"\n" + line
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str, Any]:
+    """Append one audit event (``event``, ``at``, ``run_id`` + fields); returns it."""
+    if not isinstance(event, str) or not event:
+        raise ValueError("audit event must be a non-empty string")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"audit event {event!r} needs a non-empty run_id")
+    clash = sorted(RESERVED_AUDIT_KEYS & set(fields))
+    if clash:
+        raise ValueError(f"audit event {event!r} cannot override {', '.join(clash)}")
+    record = {"event": event, "at": utc_timestamp(), "run_id": run_id, **fields}
+    append_jsonl(path, record)
+    return record
+
+
+def read_jsonl(path: Path, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The objects of a JSONL log, oldest first; a missing file is an empty log.
+
+    A torn line (text that is not a JSON object, left by a crash) is
+    skipped. With ``strict=True`` only a torn *final* line is tolerated and
+    any other bad line raises ``ValueError`` naming the file and line.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")
+    objects: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        parsed = _parse(line)
+        if parsed is not None:
+            objects.append(parsed)
+        elif strict and number != len(lines):
+            raise ValueError(f"{path}: line {number} is not a JSON object")
+    return objects
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None

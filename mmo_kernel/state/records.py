@@ -1,0 +1,104 @@
+"""Strict checks every reader of a persisted MMO document applies (spec 02, 03).
+
+Readers are strict so that a record from another MMO version, a hand edit
+or a half-migrated file fails loudly instead of being half understood:
+``schema_version`` must be exactly the int ``MMO_SCHEMA_VERSION``, retired
+fields are refused, and a record written by another package version is
+rejected in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from mmo_kernel import package_version
+from mmo_kernel.errors import RecordError
+from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.state.files import MMO_SCHEMA_VERSION, read_json
+
+T = TypeVar("T")
+
+
+class StrictRecord(BaseModel):
+    """Base for record models: unknown fields refused, exact types (a bool is never an int)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def is_exact_int(value: Any) -> bool:
+    """True for an ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_schema_version(doc: Mapping[str, Any], where: str) -> None:
+    """Refuse a document whose ``schema_version`` is not exactly ``MMO_SCHEMA_VERSION``."""
+    if "schema_version" not in doc:
+        raise RecordError(
+            f"{where}: unsupported schema: schema_version is missing "
+            f"(this MMO reads schema_version = {MMO_SCHEMA_VERSION})"
+        )
+    value = doc["schema_version"]
+    if not is_exact_int(value) or value != MMO_SCHEMA_VERSION:
+        raise RecordError(
+            f"{where}: unsupported schema_version {value!r} "
+            f"(this MMO reads schema_version = {MMO_SCHEMA_VERSION}, an int)"
+        )
+
+
+def check_package_version(doc: Mapping[str, Any], where: str, kind: str = "session") -> None:
+    """Refuse a record another MMO package version wrote: it is rejected in place."""
+    current = package_version()
+    found = doc.get("package_version")
+    if found != current:
+        raise RuntimeError(
+            f"persistent {kind} package must be {current}; {where} was written by "
+            f"package version {found!r}. Use the MMO version that created it."
+        )
+
+
+def reject_retired_fields(doc: Mapping[str, Any], retired: Iterable[str], where: str) -> None:
+    """Refuse a document that still carries fields this MMO no longer supports."""
+    present = sorted(set(doc) & set(retired))
+    if present:
+        raise RecordError(f"{where}: retired fields are not supported: {', '.join(present)}")
+
+
+def _apply(validator: Callable[[dict[str, Any]], T] | type[BaseModel],
+           doc: dict[str, Any], where: str) -> Any:
+    if not (isinstance(validator, type) and issubclass(validator, BaseModel)):
+        return cast(Callable[[dict[str, Any]], Any], validator)(doc)
+    try:
+        return validator.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def read_record(
+    path: Path,
+    validator: Callable[[dict[str, Any]], T] | type[BaseModel],
+    *,
+    retired: Iterable[str] = (),
+    check_package: bool = False,
+    kind: str = "session",
+) -> Any:
+    """Read, strictly check and validate one JSON record.
+
+    ``validator`` is a pydantic model class (validated strictly) or a
+    callable taking the document. Unreadable or invalid JSON, a non-object,
+    a wrong schema version, retired fields or validation failures raise
+    ``ValueError`` naming ``path``; a foreign package version raises
+    ``RuntimeError``; a missing file ``FileNotFoundError``.
+    """
+    where = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise RecordError(f"{where}: a record must be a JSON object, got {type(doc).__name__}")
+    check_schema_version(doc, where)
+    reject_retired_fields(doc, retired, where)
+    if check_package:
+        check_package_version(doc, where, kind)
+    return _apply(validator, doc, where)

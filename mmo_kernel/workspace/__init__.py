@@ -1,0 +1,2 @@
+"""The isolator kit: captured patches and write scopes.
+"""

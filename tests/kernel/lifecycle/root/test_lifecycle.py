@@ -1,0 +1,210 @@
+"""Lifecycle controls on a live root: detach, pause/continue, compact, stop, cancel."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from mmo_kernel.lifecycle.controls import (
+    cancel_session,
+    compact_session,
+    continue_session,
+    detach_session,
+    load_session,
+    pause_session,
+    stop_session,
+)
+from mmo_kernel.lifecycle.root_exec import run_root_exec
+from mmo_kernel.sessions.records import read_session_record, session_dir, session_file
+from mmo_kernel.state.files import lifecycle_lock
+from mmo_kernel.state.processes import process_matches
+
+from .conftest import (
+    OFFLINE,
+    TURN_PROFILE,
+    Background,
+    sent_methods,
+    session_id_of_latest,
+    wait_until,
+)
+
+
+def start_slow(workspace, seconds=20):
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, f"slow work FAKE_SLEEP={seconds}",
+                    60, bindings=OFFLINE)
+    sid = session_id_of_latest()
+    record = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
+                        what="an active root turn")
+    return bg, sid, record
+
+
+def hosts_gone(record) -> bool:
+    return not any(process_matches(record.get(p), record.get(t)) for p, t in (
+        ("root_pid", "root_start_token"),
+        ("root_app_server_pid", "root_app_server_start_token")))
+
+
+def audit_events(sid):
+    return [json.loads(line) for line in session_file(sid, "audit.jsonl").read_text().splitlines()]
+
+
+def test_cancel_kills_both_groups_and_run_root_exec_returns_cancelled(workspace):
+    bg, sid, record = start_slow(workspace)
+    out = cancel_session(sid)
+    assert out["session"]["status"] == "cancelled"
+    assert hosts_gone(record)
+    assert bg.join()["status"] == "cancelled"
+    assert "session_cancelled" in [e["event"] for e in audit_events(sid)]
+    with pytest.raises(RuntimeError, match="terminal immutable session"):
+        cancel_session(sid)
+
+
+def test_cancelling_is_visible_while_the_lifecycle_lock_is_held_elsewhere(workspace):
+    bg, sid, record = start_slow(workspace)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with lifecycle_lock(session_dir(sid)):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    canceller = threading.Thread(target=cancel_session, args=(sid,))
+    canceller.start()
+    wait_until(lambda: read_session_record(sid)["status"] == "cancelling", what="cancelling")
+    assert canceller.is_alive()
+    release.set()
+    canceller.join(20)
+    holder.join(5)
+    assert read_session_record(sid)["status"] == "cancelled"
+    bg.join()
+
+
+def test_stop_steers_the_active_turn_and_never_starts_a_second_turn(workspace):
+    bg, sid, record = start_slow(workspace)
+    out = stop_session(sid, grace_seconds=10)
+    assert out["session"]["status"] == "stopped"
+    assert out["root_finalize_delivered"] is True and out["root_forced"] is False
+    assert bg.join()["status"] == "stopped"
+    methods = sent_methods(session_file(sid, "root-events.jsonl"))
+    assert "turn/steer" in methods and methods.count("turn/start") == 1
+    stopped = [e for e in audit_events(sid) if e["event"] == "session_stopped"]
+    assert stopped and stopped[0]["root_finalize_delivered"] is True
+    assert "root_pid" not in read_session_record(sid)
+
+
+def test_cold_pause_then_continue_finishes_on_the_same_thread(workspace):
+    bg, sid, record = start_slow(workspace)
+    out = pause_session(sid)
+    paused = out["session"]
+    assert paused["status"] == "paused" and out["affected_jobs"] == []
+    assert "root_pid" not in paused and "root_app_server_pid" not in paused
+    assert hosts_gone(record)
+    assert Path(paused["partial_result_path"]).is_file()
+    resumed = continue_session(sid, "Please finish now.")
+    assert resumed["resumed_jobs"] == [] and resumed["resume_errors"] == {}
+    result = bg.join()
+    assert result["status"] == "completed"
+    assert result["session"]["root_thread_id"] == record["root_thread_id"]
+    assert result["session"]["started_at"] == record["started_at"]
+
+
+def test_compaction_of_a_paused_session_returns_it_to_cold_pause(workspace):
+    bg, sid, record = start_slow(workspace)
+    pause_session(sid)
+    out = compact_session(sid)
+    session = out["session"]
+    assert session["status"] == "paused" and session.get("root_compacted_at")
+    assert "thread/compact/start" in sent_methods(session_file(sid, "root-events.jsonl"))
+    assert hosts_gone(load_session(sid))
+    cancel_session(sid)
+    bg.join()
+
+
+def test_pause_needs_a_durable_root_thread_and_detach_is_idempotent(workspace):
+    from mmo_kernel.sessions.create import create_session
+
+    bg, sid, record = start_slow(workspace, seconds=3)
+    fresh = create_session(TURN_PROFILE, cwd=workspace, bindings=OFFLINE)
+    with pytest.raises(RuntimeError, match="cannot pause session from status"):
+        pause_session(fresh["session_id"])
+    with pytest.raises(RuntimeError, match="before the persistent root thread"):
+        detach_session(fresh["session_id"])
+    first = detach_session(sid)["session"]
+    assert first["status"] == "detached"
+    assert detach_session(sid)["session"]["status"] == "detached"
+    wait_until(lambda: load_session(sid)["status"] == "completed", what="the detached root")
+    bg.join()
+    wait_until(lambda: hosts_gone(load_session(sid)), what="the host to exit")
+
+
+def test_sigkill_of_the_app_server_mid_turn_is_recovered_on_the_same_thread(workspace):
+    import os
+    import signal
+
+    bg, sid, record = start_slow(workspace, seconds=2)
+    os.killpg(record["root_app_server_pgid"], signal.SIGKILL)
+    out = bg.join()
+    assert out["status"] == "completed"
+    assert out["session"]["root_thread_id"] == record["root_thread_id"]
+    assert out["session"]["root_recovery_attempts"] == 1
+    methods = sent_methods(out["events_path"])
+    assert methods.count("thread/start") == 1 and "thread/resume" in methods
+
+
+def test_resume_restores_edited_guidance_and_refuses_a_drifted_model_catalog(workspace):
+    bg, sid, record = start_slow(workspace, seconds=30)
+    pause_session(sid)
+    home = read_session_record(sid)["homes"]["escalation_lead"]
+    agents_md = Path(home["agents_md"])
+    original = agents_md.read_bytes()
+    agents_md.write_text("edited by someone")
+    catalog = Path(home["model_catalog_json"])
+    catalog.chmod(0o600)
+    catalog.write_text(catalog.read_text().replace("scripted", "scriptex", 1))
+    with pytest.raises(RuntimeError, match="model catalog failed integrity"):
+        continue_session(sid)
+    suspended = read_session_record(sid)
+    assert suspended["status"] == "suspended"
+    assert "home validation failed" in suspended["resume_error"]
+    assert agents_md.read_bytes() == original
+    cancel_session(sid)
+    bg.join()
+
+
+BOOTSTRAPPING_HOST = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=True)  # like a listening app-server: own session
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(60)  # killed before it records the child
+"""
+
+
+def test_cancel_kills_an_app_server_its_host_had_not_recorded_yet(workspace, tmp_path):
+    """A listening app-server outlives its host, so cancel must not depend on the record."""
+    import sys
+
+    import psutil
+
+    from mmo_kernel.sessions.create import create_session
+    from mmo_kernel.sessions.state import update_session
+    from mmo_kernel.state.processes import spawn_detached
+
+    sid = create_session(TURN_PROFILE, cwd=workspace, bindings=OFFLINE)["session_id"]
+    pid_file = tmp_path / "child.pid"
+    pid, token = spawn_detached([sys.executable, "-c", BOOTSTRAPPING_HOST, str(pid_file)],
+                                cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    update_session(sid, status="running", root_pid=pid, root_pgid=pid, root_start_token=token)
+    child = psutil.Process(int(wait_until(lambda: pid_file.is_file() and pid_file.read_text(),
+                                          what="the unrecorded child")))
+    assert cancel_session(sid)["session"]["status"] == "cancelled"
+    assert not process_matches(pid, token)
+    wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE,
+               what="the unrecorded child to be killed")

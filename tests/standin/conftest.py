@@ -1,3 +1,0 @@
-"""Stand-in fixtures come from the package so plugin authors get the same ones."""
-
-from mmo_kernel.standin.fixtures import spawn_standin, standin_home, standin_workspace  # noqa: F401
