@@ -20,7 +20,7 @@ def route_rows(catalog: Any) -> list[dict[str, Any]]:
 
 
 def run_routes(args: argparse.Namespace) -> int:
-    from mmo_kernel.config.catalog import load_catalog
+    from mmo_kernel.config.catalog_load import load_catalog
 
     rows = route_rows(load_catalog())
     if args.json:
@@ -43,7 +43,7 @@ def _reasoning(model: Any) -> str:
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from mmo_kernel.config.catalog import load_catalog
+    from mmo_kernel.config.catalog_load import load_catalog
 
     catalog = load_catalog()
     models = [m for _, m in sorted(catalog.models.items())]

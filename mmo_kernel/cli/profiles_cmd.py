@@ -45,7 +45,7 @@ def agent_rows(doc: Any, catalog: Any) -> list[dict[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from mmo_kernel.config.catalog import load_catalog
+    from mmo_kernel.config.catalog_load import load_catalog
     from mmo_kernel.profiles.loading import load_profile
 
     loaded = load_profile(args.profile)

@@ -223,10 +223,3 @@ class Catalog:
             "routes": {rid: self.routes[rid].model_dump(mode="json") for rid in route_ids},
             "models": {key: m.model_dump(mode="json") for key, m in models.items()},
         }
-
-
-def load_catalog(config_dir: Path | None = None) -> Catalog:
-    """The built-in catalog merged with ``<config dir>/catalog.d/*.toml`` (sorted by name)."""
-    from mmo_kernel.config.catalog_load import load_catalog as _load
-
-    return _load(config_dir)

@@ -1,7 +1,7 @@
 """Where the gateway reads credentials, settings and catalog entries.
 
 They come from ``mmo_kernel.config.credentials``, ``mmo_kernel.config.settings`` and
-``mmo_kernel.config.catalog.load_catalog``. The gateway checks them per request but
+``mmo_kernel.config.catalog_load.load_catalog``. The gateway checks them per request but
 re-reads a file only when its ``stat`` changes (catalog files by mtime and
 size, ``credentials.env`` by mtime, size, inode, mode and owner), so a
 fragment added to ``catalog.d/`` or a key added to ``credentials.env`` is seen
@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.config import catalog as catalog_module
 from mmo_kernel.config.catalog import Model, Route
+from mmo_kernel.config.catalog_load import builtin_catalog_path, load_catalog
 from mmo_kernel.state.paths import config_dir
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -139,7 +139,7 @@ class CatalogView:
             dir_stamp = None
         key = (fragments, dir_stamp)
         if key != self._dir_stamp or self._files is None:
-            builtin = Path(catalog_module.__file__).parent
+            builtin = builtin_catalog_path().parent
             self._files = [str(p) for p in sorted(builtin.glob("catalog*.toml"))
                            + sorted(Path(fragments).glob("*.toml"))]
             self._dir_stamp = key
@@ -154,7 +154,7 @@ class CatalogView:
         return tuple(stamp)
 
     def _reload(self) -> None:
-        loaded = catalog_module.load_catalog()
+        loaded = load_catalog()
         routes = _entries(loaded, "routes")
         models = _entries(loaded, "models")
         self._routes = {rid: r for rid, r in routes.items() if isinstance(r, Route)}

@@ -63,3 +63,47 @@ def require_authority(session: dict[str, Any], record: dict[str, Any], caller_ag
         return
     raise PermissionError(f"job {record['job_id']} is not a descendant of caller job "
                           f"{caller_job_id}; only the root and the job's ancestors may {action} it")
+
+
+def load_session_job(job_id: str, session_id: str) -> dict[str, Any]:
+    """The job record, refusing a job of another session as unknown (no cross-session reads)."""
+    record = read_job_record(job_id)
+    if record["session_id"] != session_id:
+        raise FileNotFoundError(f"no job {job_id!r} in session {session_id!r}")
+    return record
+
+
+def check_caller_job(session: dict[str, Any], caller_agent: str | None,
+                     caller_job_id: str | None) -> None:
+    """A worker caller must name a job of this session that runs as ``caller_agent``."""
+    if caller_job_id is None:
+        return
+    try:
+        caller = read_job_record(caller_job_id)
+    except FileNotFoundError:
+        raise PermissionError(f"caller job {caller_job_id!r} does not exist") from None
+    if caller["session_id"] != session["session_id"]:
+        raise PermissionError(f"caller job {caller_job_id} belongs to another session")
+    if caller_agent is not None and caller["agent"] != caller_agent:
+        raise PermissionError(f"caller job {caller_job_id} runs agent {caller['agent']!r}, "
+                              f"not {caller_agent!r}")
+
+
+def require_disposition(record: dict[str, Any], session: dict[str, Any],
+                        caller_agent: str | None, caller_job_id: str | None, what: str) -> None:
+    """Refuse (``PermissionError``, ``not a descendant``) anyone but the root and ancestors.
+
+    Control grants are never consulted: they never grant disposition.
+    """
+    require_authority(session, record, caller_agent, caller_job_id, what)
+
+
+MAX_REASON_CHARS = 2000
+
+
+def check_reason(reason: Any) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("a reason is required (a non-empty string)")
+    if len(reason) > MAX_REASON_CHARS:
+        raise ValueError(f"reason must be at most {MAX_REASON_CHARS} characters")
+    return reason

@@ -13,11 +13,9 @@ terminalized (``stop``) here, without a host.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from mmo_kernel.errors import ControlDeliveryUnknown, StateError
+from mmo_kernel.errors import ControlDeliveryUnknown
 from mmo_kernel.hosts.control_actions import JOB_CONTROL_ACTIONS
 from mmo_kernel.hosts.control_socket import (
     ControlNotDelivered,
@@ -25,7 +23,8 @@ from mmo_kernel.hosts.control_socket import (
     app_server_socket_path,
     send_control_request,
 )
-from mmo_kernel.jobs.authority import require_authority
+from mmo_kernel.jobs.authority import check_caller_job, load_session_job, require_authority
+from mmo_kernel.jobs.control_lock import job_control_lock
 from mmo_kernel.jobs.listing import load_job, retire_hosts, runner_alive, write_job_partial
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
@@ -37,7 +36,6 @@ from mmo_kernel.jobs.records import (
     update_job,
     write_job_record,
 )
-from mmo_kernel.jobs.results import check_caller_job, load_session_job
 from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, read_session_record, session_file
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import runtime_lock
@@ -47,34 +45,10 @@ CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 OFFLINE_ACTIONS = frozenset({"continue", "finalize", "stop", "set_effort"})
 """Actions that still apply when the job's host is gone."""
 RELAUNCH_STATUSES = frozenset({"suspended", "paused"})
-CONTROL_LOCK_NAME = "control.lock"
-CONTROL_LOCK_TIMEOUT = 120.0
 DELIVERY_TIMEOUT = 30.0
 INSPECT_TIMEOUT = 5.0
 FINALIZE_INSTRUCTION = ("Finalize now: stop exploring and return your final result for the "
                         "task (in the required output format, if one was given).")
-
-
-# ---------------------------------------------------------------- locking --
-
-
-@contextmanager
-def job_control_lock(job_id: str, timeout: float = CONTROL_LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold ``<job dir>/control.lock``: one control (delivery included) at a time per job."""
-    from filelock import Timeout, UnixFileLock
-
-    read_job_record(job_id)  # unknown jobs fail before a lock file is created
-    path = job_file(job_id, CONTROL_LOCK_NAME)
-    lock = UnixFileLock(str(path), timeout=timeout, mode=0o600, is_singleton=True)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise StateError(f"control lock of job {job_id} is held by another control; gave up "
-                         f"after {timeout:g} s") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 # -------------------------------------------------------------- authority --
@@ -375,4 +349,4 @@ def inspect_job(job_id: str, session_id: str, caller_agent: str | None = None,
 
 
 __all__ = ["CONTROL_ACTIONS", "FINALIZE_INSTRUCTION", "control_job", "granted", "inspect_job",
-           "job_control_lock", "require_control"]
+           "require_control"]

@@ -16,7 +16,12 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.jobs.authority import require_authority
+from mmo_kernel.jobs.authority import (
+    check_caller_job,
+    check_reason,
+    load_session_job,
+    require_disposition,
+)
 from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
     apply_job_fields,
@@ -31,48 +36,11 @@ from mmo_kernel.state.files import runtime_lock
 
 DEFAULT_MAX_CHARS = 20000
 MAX_PAGE_CHARS = 200000
-MAX_REASON_CHARS = 2000
 RESULT_FILES = {"result_path": "result.md", "partial_result_path": "partial-result.md",
                 "structured_result_path": "result.json"}
 UNSAFE_PHRASES = {"result_path": "unsafe result path",
                   "partial_result_path": "unsafe partial-result path",
                   "structured_result_path": "unsafe structured-result path"}
-
-
-# ---------------------------------------------------------------- authority --
-
-
-def load_session_job(job_id: str, session_id: str) -> dict[str, Any]:
-    """The job record, refusing a job of another session as unknown (no cross-session reads)."""
-    record = read_job_record(job_id)
-    if record["session_id"] != session_id:
-        raise FileNotFoundError(f"no job {job_id!r} in session {session_id!r}")
-    return record
-
-
-def check_caller_job(session: dict[str, Any], caller_agent: str | None,
-                     caller_job_id: str | None) -> None:
-    """A worker caller must name a job of this session that runs as ``caller_agent``."""
-    if caller_job_id is None:
-        return
-    try:
-        caller = read_job_record(caller_job_id)
-    except FileNotFoundError:
-        raise PermissionError(f"caller job {caller_job_id!r} does not exist") from None
-    if caller["session_id"] != session["session_id"]:
-        raise PermissionError(f"caller job {caller_job_id} belongs to another session")
-    if caller_agent is not None and caller["agent"] != caller_agent:
-        raise PermissionError(f"caller job {caller_job_id} runs agent {caller['agent']!r}, "
-                              f"not {caller_agent!r}")
-
-
-def require_disposition(record: dict[str, Any], session: dict[str, Any],
-                        caller_agent: str | None, caller_job_id: str | None, what: str) -> None:
-    """Refuse (``PermissionError``, ``not a descendant``) anyone but the root and ancestors.
-
-    Control grants are never consulted: they never grant disposition.
-    """
-    require_authority(session, record, caller_agent, caller_job_id, what)
 
 
 # ---------------------------------------------------------------- reading --
@@ -230,14 +198,6 @@ def read_result(job_id: str, session_id: str, cursor: int = 0,
 # ------------------------------------------------------------- disposition --
 
 
-def check_reason(reason: Any) -> str:
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("a reason is required (a non-empty string)")
-    if len(reason) > MAX_REASON_CHARS:
-        raise ValueError(f"reason must be at most {MAX_REASON_CHARS} characters")
-    return reason
-
-
 def _dispose(job_id: str, reason: str, session_id: str, caller_agent: str | None,
              caller_job_id: str | None, new_state: str, event: str) -> dict[str, Any]:
     reason = check_reason(reason)
@@ -280,6 +240,5 @@ def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str |
     return public_job(read_job_record(job_id))
 
 
-__all__ = ["accept_result", "check_caller_job", "check_reason", "current_result",
-           "load_session_job", "read_job_text", "read_result", "reject_result",
-           "require_disposition", "safe_job_file"]
+__all__ = ["accept_result", "current_result", "read_job_text", "read_result", "reject_result",
+           "safe_job_file"]

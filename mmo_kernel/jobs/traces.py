@@ -211,8 +211,8 @@ def record_page(job_id: str, record: dict[str, Any], record_cursor: int, cursor:
 
 def _authorized(job_id: str, session_id: str, caller_agent: str | None,
                 caller_job_id: str | None) -> dict[str, Any]:
+    from mmo_kernel.jobs.authority import load_session_job
     from mmo_kernel.jobs.controls import require_control
-    from mmo_kernel.jobs.results import load_session_job
     from mmo_kernel.sessions.records import read_session_record
 
     session = read_session_record(session_id)

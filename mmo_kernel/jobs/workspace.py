@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mmo_kernel.jobs.authority import check_reason, load_session_job, require_disposition
+from mmo_kernel.jobs.control_lock import job_control_lock
 from mmo_kernel.jobs.integration import integrate_transaction
 from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
@@ -184,8 +186,6 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
     ``accepted``, or a workspace that moved since the writer's base. Returns
     the public job record (``result_state = "integrated"``).
     """
-    from mmo_kernel.jobs.controls import job_control_lock
-    from mmo_kernel.jobs.results import check_reason, load_session_job, require_disposition
 
     reason = check_reason(reason)
     session = read_session_record(session_id)

@@ -21,7 +21,8 @@ from typing import Literal
 import tomlkit
 from pydantic import ValidationError
 
-from mmo_kernel.config.catalog import Catalog, load_catalog
+from mmo_kernel.config.catalog import Catalog
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.config.toml_input import (
     DocumentError,
     problem,

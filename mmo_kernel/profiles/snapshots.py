@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.config.catalog import load_catalog
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.config.toml_input import DocumentError
 from mmo_kernel.profiles.checks import check_profile
 from mmo_kernel.profiles.loading import locate_profile, parse_profile

@@ -59,11 +59,8 @@ async def set_goal(server, conn: Connection, raw: Any, after: list) -> dict[str,
         )
     )
     if goal["status"] == "active" and thread.active is None:
-        from mmo_codex_standin import (
-            turns,  # the continuation turn starts after the response, as in real Codex
-        )
-
-        after.append(lambda: turns.start_goal_turn(server, thread))
+        # the continuation turn starts after the response, as in real Codex
+        after.append(lambda: server.start_goal_turn(thread))
     return {"goal": goal}
 
 

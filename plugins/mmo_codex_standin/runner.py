@@ -15,6 +15,10 @@ from mmo_codex_standin.markers import Markers
 from mmo_codex_standin.protocol import now_s, uuid7
 from mmo_codex_standin.threads import ActiveTurn, ThreadState
 
+GOAL_TURN_LATENCY = 0.1
+"""Seconds an automatic goal turn "thinks" before answering, so a prompt sent
+right after ``thread/goal/set`` joins it (as with real Codex's model latency)."""
+
 USAGE_RESET = "2026-08-22 05:24:28"
 USAGE_LIMIT_MESSAGE = (
     "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), "
@@ -205,8 +209,6 @@ async def _run(
         effects.completed(server, thread, active, item)
     active.early.set()
     if record["kind"] == "goal":
-        from mmo_codex_standin.turns import GOAL_TURN_LATENCY
-
         await _sleep(active, GOAL_TURN_LATENCY)
     goal_before = server.side.load_goal(thread.id)
     m = markers.parse(record["input_text"], _first_input(thread, record))
@@ -308,6 +310,4 @@ async def _finish(
     _emit_goal(server, thread, turn_id, goal)
     _notify_terminal(server, thread, record, view="summary")
     if goal is not None and goal["status"] == "active":
-        from mmo_codex_standin.turns import start_goal_turn
-
-        start_goal_turn(server, thread)
+        server.start_goal_turn(thread)

@@ -64,6 +64,10 @@ class Server:
         for callback in after:
             callback()
 
+    def start_goal_turn(self, thread: ThreadState) -> None:
+        """Continue an active goal on an idle thread (goals and the runner call back here)."""
+        turns.start_goal_turn(self, thread)
+
     def emit(self, thread: ThreadState, method: str, body: dict[str, Any]) -> None:
         for conn in list(thread.subscribers):
             conn.notify(method, body)

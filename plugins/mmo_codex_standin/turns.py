@@ -12,10 +12,6 @@ from mmo_codex_standin.connection import Connection
 from mmo_codex_standin.protocol import RpcError, now_ms, now_s, uuid7
 from mmo_codex_standin.threads import ActiveTurn, ThreadState
 
-GOAL_TURN_LATENCY = 0.1
-"""Seconds an automatic goal turn "thinks" before answering, so a prompt sent
-right after ``thread/goal/set`` joins it (as with real Codex's model latency)."""
-
 
 def _texts(inputs: list[params.UserInput]) -> tuple[list[dict[str, Any]], str]:
     entries = [i.model_dump(exclude_none=True) for i in inputs]
@@ -166,7 +162,6 @@ async def compact_start(server, conn: Connection, raw: Any, after: list) -> dict
 
 
 __all__ = [
-    "GOAL_TURN_LATENCY",
     "start_goal_turn",
     "turn_start",
     "turn_steer",

@@ -10,7 +10,7 @@ import time
 import psutil
 from support.gateway_harness import Gateway
 
-from mmo_kernel.config.catalog import load_catalog
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.gateway import ensure_gateway, gateway_status, stop_gateway
 from mmo_kernel.gateway.process import record_path
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from support.gateway_harness import make_model, make_route
 
-from mmo_kernel.config.catalog import Model, ProviderRouting, Route, load_catalog
+from mmo_kernel.config.catalog import Model, ProviderRouting, Route
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.plugin.manager import get_driver
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmo_kernel.config.catalog import load_catalog
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.profiles.checks import skill_problems
 from mmo_kernel.profiles.loading import (
     builtin_profile_ids,

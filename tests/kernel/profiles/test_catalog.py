@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmo_kernel import hookimpl
-from mmo_kernel.config.catalog import load_catalog
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.config.toml_input import DocumentError
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.plugin import manager as plugins

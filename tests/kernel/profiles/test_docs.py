@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mmo_kernel.config.catalog import Model, Route, load_catalog
+from mmo_kernel.config.catalog import Model, Route
+from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.profiles.loading import builtin_profile_ids
 from mmo_kernel.profiles.schema import AgentSpec, Coordination, ProfileDoc, ToolMcpOptIn
 

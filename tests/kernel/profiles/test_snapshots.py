@@ -295,7 +295,8 @@ def test_losing_a_publish_race_discards_the_copy_and_keeps_the_winner(make_profi
 
 
 def test_snapshot_catalog_entries_read_back_as_catalog_models(make_profile):
-    from mmo_kernel.config.catalog import Model, Route, load_catalog
+    from mmo_kernel.config.catalog import Model, Route
+    from mmo_kernel.config.catalog_load import load_catalog
 
     snap = compile_profile(make_profile())
     data = json.loads((snap["directory"] / "catalog.json").read_text())
