@@ -8,6 +8,7 @@ thread): pluggy and the distribution metadata are loaded on first use.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +31,30 @@ def _hookimpl() -> Any:
     import pluggy
 
     return pluggy.HookimplMarker(PROJECT_NAME)
+
+
+def lazy_exports(package: str, sources: Mapping[str, tuple[str, ...]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for a kit package: each re-exported name loads on first use.
+
+    ``sources`` maps a defining module to the names the package re-exports from
+    it. A package's ``__init__`` runs whenever any of its modules is imported,
+    so importing every re-export up front would load siblings the importer
+    never uses. The name is then cached on the package (one definition, no copy).
+    """
+    origin = {name: module for module, names in sources.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        module = origin.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import sys
+        from importlib import import_module
+
+        value = getattr(import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
 
 
 def __getattr__(name: str) -> Any:

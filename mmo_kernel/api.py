@@ -18,7 +18,7 @@ from mmo_kernel.jobs.fork import fork_job
 from mmo_kernel.jobs.listing import list_jobs, load_job
 from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
 from mmo_kernel.jobs.results import accept_result, read_result, reject_result
-from mmo_kernel.jobs.spawn import spawn_job, spawn_jobs
+from mmo_kernel.jobs.spawn import spawn_job, spawn_jobs, spawn_request
 from mmo_kernel.jobs.traces import read_agent_trace_record, read_trace
 from mmo_kernel.jobs.waiting import wait_for_jobs
 from mmo_kernel.jobs.workspace import integrate_patch
@@ -90,6 +90,6 @@ __all__ = [
     "read_result", "read_trace", "reject_result", "resolve_resume_session",
     "resume_interactive", "root_mcp_token", "route_telemetry", "run_root_exec",
     "send_control_request", "session_dir", "session_environment", "smoke_profile", "spawn_job",
-    "spawn_jobs", "stop_session", "taint_session", "update_session", "validate_profile",
-    "wait_for_jobs",
+    "spawn_jobs", "spawn_request", "stop_session", "taint_session", "update_session",
+    "validate_profile", "wait_for_jobs",
 ]

@@ -9,6 +9,23 @@ carrying the details a user needs to fix the problem.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One readable line per pydantic error: ``key.path: message``.
+
+    Every strict reader (records, TOML documents, driver options) reports
+    pydantic failures this way, so a user sees the key to fix, not a traceback.
+    """
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(document)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
 
 
 class UnknownDriverError(ValueError):

@@ -130,11 +130,12 @@ def _response(value: str | None) -> dict[str, Any] | None:
 
 def run_control(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.controls import control_job
+    from mmo_kernel.jobs.records import control_revision
 
     record, session_id, root = _as_root(args.job_id)
     expected = args.expected_revision
     if expected is None:
-        expected = record.get("control_revision") or 0
+        expected = control_revision(record)
     out = control_job(args.job_id, args.action, session_id, root, expected_revision=expected,
                       input=args.input, effort=args.effort,
                       request_id=_request_id(args.request_id), response=_response(args.response))

@@ -1,9 +1,10 @@
-"""Result contracts: finding the schema file, checking it, and choosing its transport.
+"""Result contracts: finding the schema file, checking it, and whether it can be projected.
 
-A strict contract goes to the model as the turn's ``outputSchema`` only when
-the schema fits the strict structured-output subset the Responses API
-accepts (``text.format`` with ``strict: true``); otherwise the result is
-validated after the turn (spec 05).
+A strict contract can go to the model as the turn's ``outputSchema`` only
+when the schema fits the strict structured-output subset the Responses API
+accepts (``text.format`` with ``strict: true``): :func:`projection_problem`
+says why not. Which transport carries a contract is chosen from what the
+installed transports declare (``mmo_kernel.plugin.transports``, spec 05).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from typing import Any
 
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
-
-NATIVE_SCHEMA_PROJECTION = "native_schema_projection"
-VALIDATED_TEXT = "validated_text"
 
 _UNPROJECTABLE_KEYWORDS = (
     "allOf",
@@ -126,12 +124,3 @@ def projection_problem(schema: dict[str, Any]) -> str | None:
         return "the top level cannot be an anyOf"
     return _walk_problem(schema, "(root)")
 
-
-def choose_transport(enforcement: str, schema: dict[str, Any]) -> tuple[str, str]:
-    """``(transport name, reason)`` for one agent's contract (spec 05)."""
-    if enforcement == "warn":
-        return VALIDATED_TEXT, "warn enforcement never constrains generation"
-    found = projection_problem(schema)
-    if found:
-        return VALIDATED_TEXT, f"strict schema cannot be projected as an outputSchema: {found}"
-    return NATIVE_SCHEMA_PROJECTION, "strict contract with a projectable schema"

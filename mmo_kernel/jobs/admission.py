@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from mmo_kernel.errors import AdmissionError
+from mmo_kernel.errors import AdmissionError, format_validation_error
 from mmo_kernel.jobs.listing import live_jobs, runner_alive
 from mmo_kernel.jobs.literal import input_sha256, literal_task_text, parse_literal_task
 from mmo_kernel.jobs.records import ACTIVE_JOB_STATUSES, read_job_record
-from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.mesh.arguments import SpawnRequest
 from mmo_kernel.profiles.schema import ResolvedAgent, ResolvedProfile
 from mmo_kernel.profiles.snapshots import snapshot_profile
 from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, read_session_record
@@ -31,32 +31,23 @@ from mmo_kernel.workspace.write_scopes import (
 REFUSED_SESSION_STATUSES = frozenset({"cancelling", "paused"})
 
 
-class SpawnSpec(BaseModel):
-    """One item of ``spawn_jobs``: the keys spec 04 names, nothing else."""
+def parse_requests(specs: list[SpawnRequest | dict[str, Any]]) -> list[SpawnRequest]:
+    """The batch as spawn requests.
 
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str
-    task_kind: str | None = None
-    task: str | None = None
-    mode: Literal["read-only", "workspace-write"] = "read-only"
-    write_scopes: list[str] | None = None
-    literal_task: dict[str, Any] | None = None
-    attachments: list[str] | None = None
-
-
-def parse_specs(specs: Any) -> list[SpawnSpec]:
+    A request the mesh already validated is taken as it is, never validated
+    again, so a spawn is judged by one model whichever way it arrives.
+    """
     if not isinstance(specs, list) or not specs:
         raise ValueError("spawn_jobs needs a non-empty list of job specs")
     parsed = []
     for index, spec in enumerate(specs):
-        if isinstance(spec, SpawnSpec):
+        if isinstance(spec, SpawnRequest):
             parsed.append(spec)
             continue
         if not isinstance(spec, dict):
             raise ValueError(f"job spec {index} must be an object")
         try:
-            parsed.append(SpawnSpec.model_validate(spec))
+            parsed.append(SpawnRequest.model_validate(spec))
         except ValidationError as exc:
             raise ValueError(f"job spec {index}: {format_validation_error(exc)}") from None
     return parsed
@@ -164,7 +155,7 @@ def check_route(ctx: Context, agent: str, spec: ResolvedAgent) -> None:
                              f"{state.get('reason', 'unavailable')}", reason="route_unavailable")
 
 
-def _task(agent: str, spec: ResolvedAgent, item: SpawnSpec) -> tuple[str, str | None]:
+def _task(agent: str, spec: ResolvedAgent, item: SpawnRequest) -> tuple[str, str | None]:
     """The task text to deliver and the literal input's sha256 (low trust only)."""
     if spec.trust == "low":
         if item.mode == "workspace-write":
@@ -197,7 +188,7 @@ def _attachments(ctx: Context, agent: str, spec: ResolvedAgent,
     return found
 
 
-def check_item(ctx: Context, item: SpawnSpec) -> Admitted:
+def check_item(ctx: Context, item: SpawnRequest) -> Admitted:
     """Every per-item check except scope conflicts and capacity (those need the batch)."""
     spec = _check_authority(ctx, item.agent)
     check_route(ctx, item.agent, spec)
@@ -265,9 +256,9 @@ def pool_capacity(profile: ResolvedProfile, key: str) -> int:
     return load_settings().resource_pools.get(key, profile.coordination.max_active_agents)
 
 
-def admit(ctx: Context, specs: list[SpawnSpec]) -> list[Admitted]:
+def admit(ctx: Context, requests: list[SpawnRequest]) -> list[Admitted]:
     """Check the whole batch (call under the runtime lock); raises on the first refusal."""
-    items = [check_item(ctx, spec) for spec in specs]
+    items = [check_item(ctx, request) for request in requests]
     live = live_jobs()
     check_conflicts(items, live)
     check_capacity(ctx, items, live)

@@ -14,7 +14,7 @@ from mmo_kernel.jobs.records import (
     update_job,
 )
 from mmo_kernel.jobs.spawn import cleanup_workspace
-from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
 from mmo_kernel.state.audit import append_audit
 
 MAX_CANCEL_REASON_CHARS = 500
@@ -58,7 +58,7 @@ def _cancel_one(record: dict[str, Any], reason: str | None, session: dict[str, A
         except Exception as exc:  # noqa: BLE001 - the cancel stands; the leftover is named
             cleanup["warning"] = f"the writer workspace could not be removed: {exc}"
     updated = update_job(job_id, **cleanup)
-    run_id = str(session.get("current_run_id") or session.get("last_run_id") or updated["run_id"])
+    run_id = str(session_run_id(session) or updated["run_id"])
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_cancelled", run_id,
                  job_id=job_id, agent=updated["agent"], reason=reason,
                  caller_agent=caller_agent, caller_job_id=caller_job_id)

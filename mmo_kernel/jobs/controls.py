@@ -29,6 +29,8 @@ from mmo_kernel.jobs.listing import load_job, retire_hosts, runner_alive, write_
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     TERMINAL_JOB_STATUSES,
+    control_revision,
+    job_execution_host,
     job_file,
     public_job,
     read_job_record,
@@ -36,7 +38,12 @@ from mmo_kernel.jobs.records import (
     update_job,
     write_job_record,
 )
-from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, read_session_record, session_file
+from mmo_kernel.sessions.records import (
+    TERMINAL_SESSION_STATUSES,
+    read_session_record,
+    session_file,
+    session_run_id,
+)
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import runtime_lock
 from mmo_kernel.state.records import is_exact_int
@@ -112,7 +119,7 @@ def check_arguments(action: str, session: dict[str, Any], record: dict[str, Any]
 
 
 def _check_revision(record: dict[str, Any], expected_revision: Any) -> int:
-    current = record.get("control_revision") or 0
+    current = control_revision(record)
     if not is_exact_int(expected_revision):
         raise ValueError(f"expected_revision must be an integer, got {expected_revision!r}")
     if expected_revision != current:
@@ -213,27 +220,31 @@ def _readmit(record: dict[str, Any], session: dict[str, Any]) -> None:
 
 def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revision: int,
               input: str | None, effort: str | None) -> dict[str, Any]:
-    """Re-admit and start a new host on the job's thread with a ``resume_request``."""
+    """Re-admit and start a new host on the job's thread with a ``resume_request``.
+
+    The job goes back to the execution host its record names (a record from before
+    jobs recorded their host gets its agent's profile host written down now).
+    """
     from mmo_kernel.mesh.tokens import mint_token
-    from mmo_kernel.plugin.manager import execution_host
     from mmo_kernel.sessions.env import session_environment
 
     job_id = record["job_id"]
     with runtime_lock():
         _readmit(record, session)
+        host = job_execution_host(record)
         token, token_hash = mint_token()
         request = {"action": action, "revision": revision + 1, "input": input,
                    "instruction": FINALIZE_INSTRUCTION if action == "finalize" else None,
                    "effort": effort}
         update_job(job_id, control_revision=revision + 1, last_control_action=action,
                    last_control_status="pending", mcp_caller_token_hash=token_hash,
+                   host=host.name,
                    resume_request={k: v for k, v in request.items() if v is not None},
                    recovery_error=None, **{name: None for name in HOST_IDENTITY_FIELDS})
         env = session_environment(session, record["agent"], identity={
             "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
         try:
-            pid, start_token = execution_host("app_server").launch_job(
-                job_id, job_file(job_id, "runner.log"), env)
+            pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
         except Exception as exc:
             update_job(job_id, last_control_status="failed",
                        recovery_error=f"the job host could not be relaunched: {exc}")
@@ -241,7 +252,7 @@ def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revi
                 from exc
         transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
                        runner_start_token=start_token, last_control_status="applied")
-    run_id = session.get("current_run_id") or session.get("last_run_id") or record.get("run_id")
+    run_id = session_run_id(session) or record.get("run_id")
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_resumed",
                  str(run_id), job_id=job_id, agent=record["agent"], action=action,
                  control_revision=revision + 1)
@@ -315,7 +326,7 @@ def control_job(job_id: str, action: str, session_id: str, caller_agent: str | N
             raise RuntimeError(f"job {job_id} has no running host (status {record['status']}); "
                                f"{action} needs one; nothing changed (continue relaunches it)")
         job = read_job_record(job_id)
-    return {"control_revision": job.get("control_revision") or 0, "result": result,
+    return {"control_revision": control_revision(job), "result": result,
             "job": public_job(job)}
 
 
@@ -333,7 +344,7 @@ def _live_view(record: dict[str, Any]) -> dict[str, Any] | None:
         "thread_id": live.get("thread_id", record.get("app_server_thread_id")),
         "active_turn_id": live.get("active_turn_id"),
         "pending_requests": list(live.get("pending_requests") or []),
-        "control_revision": live.get("control_revision", record.get("control_revision") or 0),
+        "control_revision": live.get("control_revision", control_revision(record)),
     }
 
 

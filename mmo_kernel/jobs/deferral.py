@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from mmo_kernel.jobs.listing import holds_capacity, list_jobs
-from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
 from mmo_kernel.sessions.state import transition, update_session
 from mmo_kernel.state.audit import append_audit
 
@@ -40,7 +40,7 @@ def defer_root_completion(session_id: str) -> list[str]:
     transition(session_id, "detached", root_completion_deferred=True,
                root_completion_deferred_jobs=pending)
     if not already:
-        run_id = session.get("current_run_id") or session.get("last_run_id") or ""
+        run_id = session_run_id(session) or ""
         append_audit(session_file(session_id, "audit.jsonl"), "root_completion_deferred",
                      run_id, job_ids=pending)
     return pending

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmo_kernel.jobs.admission import SpawnSpec, admit, load_context
+from mmo_kernel.jobs.admission import admit, load_context
 from mmo_kernel.jobs.authority import require_authority, require_session_job
 from mmo_kernel.jobs.listing import load_job
-from mmo_kernel.jobs.records import public_job, read_job_record, update_job
+from mmo_kernel.jobs.records import control_revision, public_job, read_job_record, update_job
 from mmo_kernel.jobs.spawn import create_batch, launch
+from mmo_kernel.mesh.arguments import SpawnRequest
 from mmo_kernel.state.files import runtime_lock
 from mmo_kernel.state.records import is_exact_int
 
 
 def check_revision(record: dict[str, Any], expected_revision: Any) -> None:
     """``stale control revision`` unless ``expected_revision`` is the job's current one."""
-    current = record.get("control_revision") or 0
+    current = control_revision(record)
     if not is_exact_int(expected_revision) or expected_revision != current:
         raise RuntimeError(f"stale control revision for job {record['job_id']}: expected "
                            f"{expected_revision!r}, current {current}")
@@ -49,13 +50,13 @@ def fork_job(source_job_id: str, session_id: str, caller_agent: str,
         if not thread:
             raise RuntimeError(f"job {source_job_id} has no persisted app-server thread to fork")
         check_revision(source, expected_revision)
-        spec = SpawnSpec(agent=source["agent"], task_kind=task_kind, task=task,
-                         mode=source.get("mode") or "read-only",
-                         write_scopes=source.get("write_scope")
-                         if source.get("mode") == "workspace-write" else None)
+        request = SpawnRequest(agent=source["agent"], task_kind=task_kind, task=task,
+                               mode=source.get("mode") or "read-only",
+                               write_scopes=source.get("write_scope")
+                               if source.get("mode") == "workspace-write" else None)
         extra = {"fork_source_job_id": source_job_id, "fork_thread_id": thread,
                  "fork_from_thread_id": thread}
-        created = create_batch(ctx, admit(ctx, [spec]), [extra])
-        update_job(source_job_id, control_revision=(source.get("control_revision") or 0) + 1,
+        created = create_batch(ctx, admit(ctx, [request]), [extra])
+        update_job(source_job_id, control_revision=control_revision(source) + 1,
                    last_control_action="fork", last_control_status="applied")
     return public_job(launch(created[0]["job_id"]))

@@ -34,6 +34,9 @@ NEVER_LAUNCHED_GRACE_SECONDS = 60.0
 """A ``queued`` job with no runner this much older than its creation was never launched."""
 RETIRE_GRACE_SECONDS = 2.0
 PARTIAL_NAME = "partial-result.md"
+HOST_PROCESS_FIELDS = (("runner_pid", "runner_pgid", "runner_start_token"),
+                       ("app_server_pid", "app_server_pgid", "app_server_start_token"))
+"""``(pid, pgid, start token)`` of each process group a job's host records (spec 04)."""
 
 
 def runner_alive(record: dict[str, Any]) -> bool:
@@ -52,9 +55,9 @@ def host_alive(record: dict[str, Any]) -> bool:
 def retire_hosts(record: dict[str, Any], grace_seconds: float = RETIRE_GRACE_SECONDS) -> None:
     """Kill the runner and app-server process groups MMO recorded, if they are still them."""
     groups = []
-    for prefix in ("runner", "app_server"):
-        pid, token = record.get(f"{prefix}_pid"), record.get(f"{prefix}_start_token")
-        pgid = record.get(f"{prefix}_pgid") or pid
+    for pid_field, pgid_field, token_field in HOST_PROCESS_FIELDS:
+        pid, token = record.get(pid_field), record.get(token_field)
+        pgid = record.get(pgid_field) or pid
         if process_matches(pid, token) and isinstance(pgid, int) and pgid > 1:
             groups.append(pgid)
     if groups:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.errors import format_validation_error
 
 MAX_LITERAL_TEXT_CHARS = 200_000
 

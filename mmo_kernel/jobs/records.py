@@ -10,14 +10,14 @@ readable while a corrupted one fails loudly. Records omit unset fields: a
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError
-from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.errors import RecordError, format_validation_error
 from mmo_kernel.sessions.records import new_record_id, utc_now
 from mmo_kernel.sessions.state import REMOVE
 from mmo_kernel.state.files import (
@@ -29,6 +29,9 @@ from mmo_kernel.state.files import (
 )
 from mmo_kernel.state.paths import state_dir
 from mmo_kernel.state.records import StrictRecord, read_record
+
+if TYPE_CHECKING:
+    from mmo_kernel.plugin.drivers import ExecutionHost
 
 JOB_STATUSES = ("queued", "running", "waiting", "paused", "detached", "suspended",
                 "completed", "completed_with_warnings", "failed", "cancelled", "stopped")
@@ -138,6 +141,7 @@ class JobRecord(StrictRecord):
     fork_source_job_id: str | None = None
     fork_thread_id: str | None = None
     fork_from_thread_id: str | None = None
+    host: str | None = None
     agent_run_ref: str | None = None
     resource_lock_key: str | None = None
     resource_units: int | None = None
@@ -148,6 +152,16 @@ class JobRecord(StrictRecord):
     host_runtime_digest: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+
+    @property
+    def revision(self) -> int:
+        """The revision a control must name: ``control_revision``, 0 before the first control."""
+        return self.control_revision or 0
+
+
+def control_revision(record: Mapping[str, Any]) -> int:
+    """``JobRecord.revision`` of a raw record dict, without validating all of it."""
+    return JobRecord.model_construct(control_revision=record.get("control_revision")).revision
 
 
 def jobs_root() -> Path:
@@ -280,10 +294,33 @@ def bump_progress(job_id: str) -> dict[str, Any]:
         return write_job_record(record)
 
 
-def _installed_runtime_digest(record: dict[str, Any]) -> str:
+def job_host_name(record: Mapping[str, Any]) -> str:
+    """The execution host a job runs on: its recorded ``host``.
+
+    Records written before jobs recorded their host run on their agent's profile host
+    (the schema default when the record names no snapshot).
+    """
+    host = record.get("host")
+    if host:
+        return str(host)
+    from mmo_kernel.profiles.schema import AgentSpec
+    from mmo_kernel.profiles.snapshots import snapshot_profile
+
+    snapshot = record.get("snapshot_hash")
+    if snapshot is None:
+        return str(AgentSpec.model_fields["host"].default)
+    return snapshot_profile(snapshot).agents[record["agent"]].host
+
+
+def job_execution_host(record: Mapping[str, Any]) -> ExecutionHost:
+    """The installed driver of the job's host; launches, relaunches and digests go through it."""
     from mmo_kernel.plugin.manager import execution_host
 
-    return execution_host(record.get("host") or "app_server").runtime_digest()
+    return execution_host(job_host_name(record), f"job {record['job_id']}: host")
+
+
+def _installed_runtime_digest(record: dict[str, Any]) -> str:
+    return job_execution_host(record).runtime_digest()
 
 
 def runtime_current(record: dict[str, Any]) -> bool:
@@ -313,7 +350,8 @@ def progress_revision(record: dict[str, Any]) -> int:
 __all__ = [
     "ACTIVE_JOB_STATUSES", "HOST_IDENTITY_FIELDS", "JOB_STATUSES", "PROGRESS_FIELDS",
     "REMOVE", "RETIRED_JOB_FIELDS", "TERMINAL_JOB_STATUSES", "JobRecord", "apply_job_fields",
-    "bump_progress", "check_job_id", "check_job_record", "job_dir", "job_file", "jobs_root",
+    "bump_progress", "check_job_id", "check_job_record", "control_revision", "job_dir",
+    "job_execution_host", "job_file", "job_host_name", "jobs_root",
     "new_job_id", "progress_revision", "public_job", "read_job_record", "runtime_current",
     "transition_job", "update_job", "utc_now", "write_job_record",
 ]

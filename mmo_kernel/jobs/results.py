@@ -30,7 +30,7 @@ from mmo_kernel.jobs.records import (
     read_job_record,
     write_job_record,
 )
-from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import runtime_lock
 
@@ -133,8 +133,7 @@ def _audit(session_id: str, record: dict[str, Any], event: str, **fields: Any) -
         session = read_session_record(session_id)
     except FileNotFoundError:
         return
-    run_id = (session.get("current_run_id") or session.get("last_run_id")
-              or record.get("run_id") or "unknown")
+    run_id = session_run_id(session) or record.get("run_id") or "unknown"
     append_audit(session_file(session_id, "audit.jsonl"), event, run_id,
                  job_id=record["job_id"], agent=record["agent"], **fields)
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from mmo_kernel.hosts.goals import cap_objective
-from mmo_kernel.jobs.admission import Admitted, Context, SpawnSpec, admit, load_context, parse_specs
+from mmo_kernel.jobs.admission import Admitted, Context, admit, load_context, parse_requests
 from mmo_kernel.jobs.records import (
     job_dir,
+    job_execution_host,
     job_file,
     new_job_id,
     public_job,
@@ -26,12 +27,19 @@ from mmo_kernel.jobs.records import (
     update_job,
     write_job_record,
 )
+from mmo_kernel.mesh.arguments import SpawnRequest
 from mmo_kernel.mesh.tokens import mint_token
 from mmo_kernel.plugin.drivers import WorkspaceIsolator
 from mmo_kernel.plugin.manager import plugin_system
 from mmo_kernel.profiles.snapshots import snapshot_contract
 from mmo_kernel.sessions.env import session_environment
-from mmo_kernel.sessions.records import new_record_id, read_session_record, session_file, utc_now
+from mmo_kernel.sessions.records import (
+    new_record_id,
+    read_session_record,
+    session_file,
+    session_run_id,
+    utc_now,
+)
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import atomic_write_text, runtime_lock
 from mmo_kernel.workspace.patches import WorkspaceHandle
@@ -68,7 +76,7 @@ def build_record(ctx: Context, item: Admitted, job_id: str, batch_id: str,
     session, caller, spec = ctx.session, ctx.caller, item.spec
     record: dict[str, Any] = {
         "job_id": job_id, "session_id": session["session_id"],
-        "run_id": session.get("current_run_id") or session.get("last_run_id"),
+        "run_id": session_run_id(session),
         "profile_id": session["profile_id"], "snapshot_hash": session["snapshot_hash"],
         "agent": item.agent, "caller_agent": caller.agent, "caller_job_id": caller.job_id,
         "depth": caller.depth + 1, "batch_id": batch_id, "status": "queued",
@@ -77,7 +85,8 @@ def build_record(ctx: Context, item: Admitted, job_id: str, batch_id: str,
         "write_scope": item.write_scope or None,
         "write_scope_resolved": item.write_scope_resolved or None,
         "attachments": item.attachments or None, "approval_policy": spec.approval_policy,
-        "execution_mode": spec.execution_mode, "cwd": session["cwd"], "control_revision": 0,
+        "execution_mode": spec.execution_mode, "host": spec.host, "cwd": session["cwd"],
+        "control_revision": 0,
         "resource_lock_key": spec.resource_lock_key,
         "resource_units": spec.resource_units if spec.resource_lock_key else None,
         "events_path": str(job_file(job_id, "events.jsonl")),
@@ -142,16 +151,15 @@ def create_batch(ctx: Context, items: list[Admitted],
     return records
 
 
-def _start_host(job_id: str, session: dict[str, Any], agent: str) -> tuple[int, str]:
-    from mmo_kernel.plugin.manager import get_driver
-
+def _start_host(record: dict[str, Any], session: dict[str, Any]) -> tuple[int, str]:
+    """Start the job on the execution host its record names (its agent's ``host``)."""
+    job_id = record["job_id"]
+    host = job_execution_host(record)
     token, token_hash = mint_token()
     update_job(job_id, mcp_caller_token_hash=token_hash)
-    env = session_environment(session, agent, identity={
+    env = session_environment(session, record["agent"], identity={
         "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
-    host: Any = get_driver("execution_hosts", "app_server")
-    pid, start_token = host.launch_job(job_id, job_file(job_id, "runner.log"), env)
-    return pid, start_token
+    return host.launch_job(job_id, job_file(job_id, "runner.log"), env)
 
 
 def launch(job_id: str) -> dict[str, Any]:
@@ -163,13 +171,13 @@ def launch(job_id: str) -> dict[str, Any]:
     record = read_job_record(job_id)
     session = read_session_record(record["session_id"])
     try:
-        pid, start_token = _start_host(job_id, session, record["agent"])
+        pid, start_token = _start_host(record, session)
     except Exception as exc:
         transition_job(job_id, "failed", error=f"the job host could not be started: {exc}")
         raise RuntimeError(f"job {job_id}: the job host could not be started: {exc}") from exc
     record = transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
                             runner_start_token=start_token, started_at=utc_now())
-    run_id = str(session.get("current_run_id") or session.get("last_run_id") or record["run_id"])
+    run_id = str(session_run_id(session) or record["run_id"])
     append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_started", run_id,
                  job_id=job_id, agent=record["agent"], batch_id=record.get("batch_id"),
                  caller_agent=record.get("caller_agent"),
@@ -186,17 +194,17 @@ def _launch_reporting(job_id: str) -> dict[str, Any]:
 
 
 def admit_and_create(session_id: str, caller_agent: str, caller_job_id: str | None,
-                     specs: list[SpawnSpec],
+                     requests: list[SpawnRequest],
                      extras: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     with runtime_lock():
         ctx = load_context(session_id, caller_agent, caller_job_id)
-        return create_batch(ctx, admit(ctx, specs), extras)
+        return create_batch(ctx, admit(ctx, requests), extras)
 
 
-def spawn_jobs(specs: list[dict[str, Any]], session_id: str, caller_agent: str,
+def spawn_jobs(specs: list[SpawnRequest | dict[str, Any]], session_id: str, caller_agent: str,
                caller_job_id: str | None = None) -> dict[str, Any]:
     """Admit a batch all-or-nothing and launch it: ``{"atomic": True, "accepted": [...]}``."""
-    records = admit_and_create(session_id, caller_agent, caller_job_id, parse_specs(specs))
+    records = admit_and_create(session_id, caller_agent, caller_job_id, parse_requests(specs))
     return {"atomic": True,
             "accepted": [public_job(_launch_reporting(r["job_id"])) for r in records]}
 
@@ -206,13 +214,24 @@ def spawn_job(session_id: str, caller_agent: str, caller_job_id: str | None, age
               write_scope_values: list[str] | None = None,
               literal_task: dict[str, Any] | None = None,
               attachments: list[str] | None = None) -> dict[str, Any]:
+    """Admit and launch one job named by spec 04's keywords; returns its public record.
+
+    ``agent_id`` and ``write_scope_values`` are the spec's keyword names for the
+    request's ``agent`` and ``write_scopes``: the only place the names differ.
+    Raises ``RuntimeError`` as ``spawn_request`` does.
+    """
+    request = {"agent": agent_id, "task_kind": task_kind, "task": task, "mode": mode,
+               "write_scopes": write_scope_values, "literal_task": literal_task,
+               "attachments": attachments}
+    return spawn_request(parse_requests([request])[0], session_id, caller_agent, caller_job_id)
+
+
+def spawn_request(request: SpawnRequest, session_id: str, caller_agent: str,
+                  caller_job_id: str | None = None) -> dict[str, Any]:
     """Admit and launch one job; returns its public record (``job_id``, ``batch_id``, ...).
 
     Raises ``RuntimeError`` when the admitted job's host could not be started
     (the job is then recorded ``failed``).
     """
-    spec = {"agent": agent_id, "task_kind": task_kind, "task": task, "mode": mode,
-            "write_scopes": write_scope_values, "literal_task": literal_task,
-            "attachments": attachments}
-    records = admit_and_create(session_id, caller_agent, caller_job_id, parse_specs([spec]))
+    records = admit_and_create(session_id, caller_agent, caller_job_id, [request])
     return public_job(launch(records[0]["job_id"]))

@@ -29,7 +29,7 @@ from mmo_kernel.jobs.records import (
     update_job,
 )
 from mmo_kernel.plugin.drivers import WorkspaceIsolator
-from mmo_kernel.sessions.records import read_session_record, session_file
+from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
 from mmo_kernel.sessions.state import taint_session
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import atomic_write_json, atomic_write_text, read_json
@@ -149,8 +149,7 @@ def job_workspace_cleanup(record: Mapping[str, Any]) -> bool:
 
 
 def _session_run_id(session: Mapping[str, Any], record: Mapping[str, Any]) -> str:
-    return str(session.get("current_run_id") or session.get("last_run_id")
-               or record.get("run_id") or "unknown")
+    return str(session_run_id(session) or record.get("run_id") or "unknown")
 
 
 def _persist_integrated(record: dict[str, Any], session: dict[str, Any], reason: str,

@@ -20,6 +20,7 @@ from mmo_kernel.sessions.records import (
     read_session_record,
     session_dir,
     session_file,
+    session_run_id,
 )
 from mmo_kernel.sessions.state import (
     HOST_FIELDS,
@@ -38,7 +39,7 @@ PAUSE_GRACE_SECONDS = 10.0
 
 
 def _audit(record: dict[str, Any], event: str, **fields: Any) -> None:
-    run_id = record.get("current_run_id") or record.get("last_run_id") or ""
+    run_id = session_run_id(record) or ""
     append_audit(session_file(record["session_id"], "audit.jsonl"), event, run_id, **fields)
 
 

@@ -15,11 +15,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from mmo_kernel.state.audit import read_jsonl
+
+if TYPE_CHECKING:
+    from mmo_kernel.tools.servers import ToolServer
 
 MCP_ITEM_TYPES = frozenset({"mcpToolCall", "mcp_tool_call"})
 DYNAMIC_ITEM_TYPE = "dynamicToolCall"
@@ -113,15 +116,16 @@ def required_tools(spec: Any, servers: Mapping[str, Any]) -> list[str]:
     return sorted(tools)
 
 
-def dynamic_aliases(spec: Any, servers: Mapping[str, Any]) -> dict[str, str]:
-    """The switchyard alias table of the agent's bridged servers (no server is started)."""
-    bridged = {n: o for n, o in spec.tool_mcp_servers.items() if o.bridge == "switchyard"}
-    if not bridged:
-        return {}
-    from mmo_kernel.plugin.manager import get_driver
+def dynamic_aliases(spec: Any, servers: Mapping[str, ToolServer]) -> dict[str, str]:
+    """Run-time tool name -> ``server.tool`` from each bridge the agent's opt-ins name
+    (no server is started); a bridge that writes Codex config contributes none."""
+    from mmo_kernel.plugin.drivers import opt_ins_by_bridge
+    from mmo_kernel.plugin.manager import tool_bridge
 
-    bridge: Any = get_driver("tool_bridges", "switchyard")
-    return dict(bridge.alias_table(servers, bridged))
+    aliases: dict[str, str] = {}
+    for name, opt_ins in sorted(opt_ins_by_bridge(spec.tool_mcp_servers).items()):
+        aliases.update(tool_bridge(name).alias_table(servers, opt_ins))
+    return aliases
 
 
 def smoke_marker(agent: str, nonce: str | None = None) -> str:

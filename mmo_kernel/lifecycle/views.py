@@ -29,10 +29,23 @@ def _runtime_current(record: dict[str, Any]) -> bool:
             return True
         from mmo_kernel.plugin.manager import execution_host
 
-        host = execution_host(record.get("root_execution_host") or "app_server")
+        host = execution_host(root_host_name(record))
         return recorded == host.runtime_digest()
     except Exception:  # an unreadable digest means "not current", never an error
         return False
+
+
+def root_host_name(record: dict[str, Any]) -> str:
+    """The execution host of the session's root: its ``root_execution_host``.
+
+    A record from before sessions recorded it runs on its root agent's profile host.
+    """
+    host = record.get("root_execution_host")
+    if host:
+        return str(host)
+    from mmo_kernel.profiles.snapshots import snapshot_profile
+
+    return snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]].host
 
 
 def iter_sessions(all_sessions: bool = True) -> list[dict[str, Any]]:

@@ -37,21 +37,12 @@ def _who(c: Caller) -> dict[str, Any]:
     return {"session_id": c.session_id, "caller_agent": c.agent, "caller_job_id": c.job_id}
 
 
-def _spawn(c: Caller, x: a.SpawnArgs) -> Any:
-    return _api().spawn_job(
-        agent_id=x.agent,
-        task_kind=x.task_kind,
-        task=x.task,
-        mode=x.mode,
-        write_scope_values=x.write_scopes,
-        literal_task=x.literal_task,
-        attachments=x.attachments,
-        **_who(c),
-    )
+def _spawn(c: Caller, x: a.SpawnRequest) -> Any:
+    return _api().spawn_request(x, **_who(c))
 
 
 def _spawn_many(c: Caller, x: a.AgentsSpawnArgs) -> Any:
-    return _api().spawn_jobs([spec.model_dump() for spec in x.agents], **_who(c))
+    return _api().spawn_jobs(x.agents, **_who(c))
 
 
 def _status(c: Caller, x: a.StatusArgs) -> Any:
@@ -165,9 +156,9 @@ def validate(name: str, arguments: Any, spawnable: tuple[str, ...]) -> BaseModel
         parsed = TOOL_SPECS[name].model.model_validate(dict(arguments))
     except ValidationError as exc:
         raise ToolArgumentError(f"invalid tool arguments for {name}: {_describe(exc)}") from None
-    specs = [parsed] if isinstance(parsed, a.SpawnArgs) else getattr(parsed, "agents", [])
+    specs = [parsed] if isinstance(parsed, a.SpawnRequest) else getattr(parsed, "agents", [])
     for index, spec in enumerate(specs):
-        if isinstance(spec, a.SpawnArgs) and spec.agent not in spawnable:
+        if isinstance(spec, a.SpawnRequest) and spec.agent not in spawnable:
             where = "agent" if parsed is spec else f"agents.{index}.agent"
             raise ToolArgumentError(
                 f"invalid tool arguments for {name}: {where}: must be one of "

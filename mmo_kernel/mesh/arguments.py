@@ -4,6 +4,10 @@ Field names are the API's keyword names (spec 07), except where the API's
 name would be ambiguous to a model: ``job_id`` stands for ``source_job_id``
 in ``agent_fork``. Loaded on the first ``tools/list`` or ``tools/call``,
 never at start-up.
+
+``SpawnRequest`` is also what admission takes (``mmo_kernel.jobs``): a
+request validated here reaches admission as the same object, so the mesh
+and the Python API can never disagree about what a valid spawn is.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class SpawnArgs(_Args):
+class SpawnRequest(_Args):
+    """One spawn request (spec 04 "Spawning", spec 07 ``agent_spawn``): the only definition."""
+
     agent: str = Field(description="The agent to spawn.")
     task_kind: str | None = Field(None, description="A short label for the kind of task.")
     task: str | None = Field(None, description="The full task for the agent.")
@@ -45,7 +51,7 @@ class SpawnArgs(_Args):
 
 
 class AgentsSpawnArgs(_Args):
-    agents: list[SpawnArgs] = Field(
+    agents: list[SpawnRequest] = Field(
         min_length=1, description="Jobs admitted all-or-nothing as one batch."
     )
 

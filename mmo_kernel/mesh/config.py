@@ -9,6 +9,7 @@ Codex forwards them from the agent process environment built by
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -94,6 +95,8 @@ def mesh_server_config(
         "MMO_STATE_DIR": str(state_dir().absolute()),
         "MMO_CONFIG_DIR": str(config_dir().absolute()),
     }
+    if os.environ.get("PYTHONPATH"):  # plugins installed there: the server must see them too
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if native:
         env["MMO_CALLER_NATIVE"] = "1"
         env["MMO_NATIVE_CALLER_TOKEN"] = native_token  # type: ignore[assignment]

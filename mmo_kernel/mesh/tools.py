@@ -32,7 +32,11 @@ def _spec(name: str, model: type[BaseModel], description: str, **hints: bool) ->
 TOOL_SPECS: dict[str, ToolSpec] = {
     s.name: s
     for s in (
-        _spec("agent_spawn", a.SpawnArgs, "Delegate a task to one worker agent; returns its job."),
+        _spec(
+            "agent_spawn",
+            a.SpawnRequest,
+            "Delegate a task to one worker agent; returns its job.",
+        ),
         _spec(
             "agents_spawn",
             a.AgentsSpawnArgs,

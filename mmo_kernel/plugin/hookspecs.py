@@ -3,14 +3,15 @@
 MMO has five concerns; each has one registration hook. A plugin is any
 module or object registered under the ``mmo.plugins`` entry-point group that
 implements some of these hooks with ``@mmo_kernel.hookimpl``. The kernel calls
-each hook once, when the plugin manager is first built, and freezes the
-resulting name -> driver-class tables (``mmo_kernel.plugin.manager``). Profiles and
-the catalog then select drivers by name.
+each hook through pluggy once per implementing plugin, when the plugin manager
+is first built, and freezes the resulting name -> driver-class tables
+(``mmo_kernel.plugin.manager``). Profiles and the catalog then select drivers
+by name. Hook wrappers see every call; ``MMO_TRACE_PLUGINS=1`` logs them.
 
 Every hook receives ``register``, a callable taking a driver class (a
 subclass of the concern's base class in ``mmo_kernel.plugin.drivers``); it returns
-nothing. Registering a name twice stops start-up with an error that names
-both plugins.
+nothing, and names the plugin it registers for (``register.plugin``).
+Registering a name twice stops start-up with an error that names both plugins.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ def mmo_register_contract_transports(
     """Register contract transports: ways to make a result satisfy a schema.
 
     Called once when the plugin manager is built. The kernel picks a
-    transport per agent from its ``contract_enforcement`` and execution mode
-    (spec 05); the transport decides which turns carry an ``outputSchema``
-    and whether a repair turn is due.
+    transport per agent from what each declares (the ``contract_enforcement``
+    values it serves, its priority, whether it fits the schema; spec 05); the
+    transport decides which turns carry an ``outputSchema`` and whether a
+    repair turn is due.
 
     :param register: call with each ``ContractTransport`` subclass.
     """
@@ -108,9 +110,9 @@ def mmo_register_workspace_isolators(
 def mmo_register_tool_bridges(register: Callable[[type[ToolBridge]], None]) -> None:
     """Register tool-MCP bridges: ways to give agents third-party MCP tools.
 
-    Called once when the plugin manager is built. A bridge turns the tool
-    MCP servers an agent opted into (``[agents.<id>.tool_mcp_servers]``)
-    into Codex config or app-server dynamic tools.
+    Called once when the plugin manager is built. A bridge serves the tool
+    MCP server opt-ins that name it (``[agents.<id>.tool_mcp_servers]``,
+    ``bridge = "<name>"``) as Codex config, run-time dynamic tools, or both.
 
     :param register: call with each ``ToolBridge`` subclass.
     """

@@ -5,15 +5,22 @@ Discovery is a single mechanism: stevedore enumerates and imports the
 object is registered with pluggy under its entry-point name, pluggy checks
 every hookimpl against ``hookspecs.py`` (``check_pending``), and the five
 registration hooks fill the driver tables. Nothing else looks for drivers.
+
+Hooks are called through pluggy (a subset hook caller per plugin, so every
+driver is attributed to the plugin that registered it), which is what makes
+hook wrappers and ``MMO_TRACE_PLUGINS=1`` see each call.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, cast
+from pathlib import Path
+from typing import Any, TextIO, cast
 
 import pluggy
 from stevedore import ExtensionManager
@@ -34,6 +41,9 @@ from mmo_kernel.plugin.drivers import (
 
 ENTRY_POINT_GROUP = "mmo.plugins"
 DISABLE_ENV = "MMO_DISABLE_PLUGINS"
+TRACE_ENV = "MMO_TRACE_PLUGINS"
+"""Set to 1: every hook call and every registered driver is logged to stderr."""
+TRACE_PREFIX = "mmo plugins:"
 
 
 @dataclass(frozen=True)
@@ -124,10 +134,69 @@ def _raise_load_failure(_manager: Any, entry_point: Any, exc: BaseException) -> 
     ) from exc
 
 
+class Registrar:
+    """The ``register`` callable one plugin's registration hook receives.
+
+    It knows which plugin it asks, so the registry can attribute every driver
+    (a duplicate name names both plugins) and a hook wrapper can see who is
+    registering (``register.plugin``, ``register.concern``).
+    """
+
+    def __init__(self, registry: DriverRegistry, concern: str, plugin: str,
+                 trace: TextIO | None = None) -> None:
+        self.registry = registry
+        self.concern = concern
+        self.plugin = plugin
+        self._trace = trace
+
+    def __call__(self, cls: type[Driver]) -> None:
+        self.registry.add(self.concern, cls, self.plugin)
+        if self._trace is not None:
+            print(f"{TRACE_PREFIX} {self.plugin} registered {self.concern} driver "
+                  f"{cls.name!r} ({cls.__module__}.{cls.__qualname__})", file=self._trace)
+
+    def __repr__(self) -> str:
+        return f"<register for {self.plugin}>"
+
+
+def _trace_hook_calls(pm: pluggy.PluginManager, out: TextIO) -> None:
+    """One line per hook call, naming the implementations pluggy runs (MMO_TRACE_PLUGINS)."""
+    def before(hook_name: str, impls: Sequence[pluggy.HookImpl],
+               kwargs: Mapping[str, object]) -> None:
+        names = ", ".join(impl.plugin_name for impl in impls) or "no implementation"
+        args = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+        print(f"{TRACE_PREFIX} call {hook_name}({args}) on {names}", file=out)
+
+    def after(_outcome: object, _hook_name: str, _impls: object, _kwargs: object) -> None:
+        return None
+
+    pm.add_hookcall_monitoring(before, after)
+
+
+def _call_registration_hooks(pm: pluggy.PluginManager, registry: DriverRegistry,
+                             trace: TextIO | None) -> None:
+    """Call each plugin's registration hooks through pluggy, one plugin at a time.
+
+    A subset hook caller per implementing plugin keeps attribution exact while
+    pluggy still runs the call: hook wrappers and tracing see every
+    registration call (wrappers stay in every subset).
+    """
+    for concern, hook_name in hookspecs.REGISTRATION_HOOKS.items():
+        impls = getattr(pm.hook, hook_name).get_hookimpls()
+        plain = [impl for impl in impls if not (impl.hookwrapper or impl.wrapper)]
+        for impl in plain:
+            others = [other.plugin for other in plain if other.plugin is not impl.plugin]
+            caller = pm.subset_hook_caller(hook_name, others)
+            caller(register=Registrar(registry, concern, impl.plugin_name, trace))
+
+
 def build_plugin_system(extra_plugins: dict[str, object] | None = None) -> PluginSystem:
     """Discover, validate and register every plugin; ``extra_plugins`` serves tests."""
     pm = pluggy.PluginManager(PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
+    trace = sys.stderr if os.environ.get(TRACE_ENV, "") not in ("", "0") else None
+    if trace is not None:
+        _trace_hook_calls(pm, trace)
     blocked = _blocked_names()
     for name in blocked:
         pm.set_blocked(name)
@@ -150,12 +219,7 @@ def build_plugin_system(extra_plugins: dict[str, object] | None = None) -> Plugi
         raise PluginLoadError(f"MMO plugin failed validation: {exc}") from exc
 
     registry = DriverRegistry()
-    for concern, hook_name in hookspecs.REGISTRATION_HOOKS.items():
-        hook = getattr(pm.hook, hook_name)
-        for impl in hook.get_hookimpls():
-            def register(cls: type[Driver], _c: str = concern, _p: str = impl.plugin_name) -> None:
-                registry.add(_c, cls, _p)
-            impl.function(register=register)
+    _call_registration_hooks(pm, registry, trace)
     return PluginSystem(pm, registry, modules)
 
 
@@ -198,9 +262,11 @@ def route_driver(name: str, where: str = "") -> RouteDriver:
     return cast(RouteDriver, get_driver("route_drivers", name, where))
 
 
-def tool_bridge(name: str, where: str = "") -> ToolBridge:
-    """The tool bridge ``name`` (typed for callers that only need the bridge base)."""
-    return cast(ToolBridge, get_driver("tool_bridges", name, where))
+def tool_bridge(name: str, where: str = "", *, env: Mapping[str, str] | None = None,
+                stderr_dir: Path | None = None, preserve_tool_media: bool = False) -> ToolBridge:
+    """The tool bridge ``name``; an execution host passes the agent process's context."""
+    cls = cast(type[ToolBridge], plugin_system().registry.driver_class("tool_bridges", name, where))
+    return cls(env=env, stderr_dir=stderr_dir, preserve_tool_media=preserve_tool_media)
 
 
 def workspace_isolator(name: str, where: str = "") -> WorkspaceIsolator:

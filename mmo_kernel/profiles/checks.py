@@ -11,9 +11,10 @@ from pathlib import Path
 
 from mmo_kernel.config.catalog import Catalog
 from mmo_kernel.config.toml_input import DOCUMENT_KEY, problem
-from mmo_kernel.contracts.schemas import choose_transport, load_schema, resolve_contract_file
+from mmo_kernel.contracts.schemas import load_schema, resolve_contract_file
 from mmo_kernel.errors import UnknownDriverError
 from mmo_kernel.plugin.manager import get_driver
+from mmo_kernel.plugin.transports import choose_transport
 from mmo_kernel.profiles.schema import (
     AGENT_ID_RE,
     PROFILE_SKILL_NAME,
@@ -175,8 +176,10 @@ def _check_drivers(
         except (OSError, ValueError) as exc:
             add(f"{base}.output_contract", str(exc))
             continue
-        transport, _reason = choose_transport(agent.contract_enforcement, schema)
-        _driver("contract_transports", transport, f"{base}.output_contract", add)
+        try:  # a transport is chosen from the installed ones; none fitting is a problem
+            choose_transport(agent.contract_enforcement, schema)
+        except ValueError as exc:
+            add(f"{base}.output_contract", str(exc))
 
 
 def _check_tool_servers(doc: ProfileDoc, add: Add) -> None:

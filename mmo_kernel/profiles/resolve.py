@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel.config.catalog import Catalog, Model
-from mmo_kernel.contracts.schemas import choose_transport, load_schema, resolve_contract_file
+from mmo_kernel.contracts.schemas import load_schema, resolve_contract_file
+from mmo_kernel.plugin.transports import choose_transport
 from mmo_kernel.profiles.schema import (
     PROFILE_SKILL_RELATIVE_PATH,
     AgentSpec,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmo_kernel.sessions.agent_env import agent_environment
-from mmo_kernel.sessions.records import session_dir
+from mmo_kernel.sessions.records import session_dir, session_run_id
 
 
 def _known_secrets(record: Mapping[str, Any]) -> set[str]:
@@ -37,7 +37,7 @@ def session_environment(session: Mapping[str, Any], agent: str, *,
     if agent not in homes:
         raise ValueError(f"agent {agent!r} has no home in session {session['session_id']}")
     ids = {"MMO_ROOT_SESSION_ID": session["session_id"], "MMO_CALLER_AGENT": agent}
-    run_id = session.get("current_run_id") or session.get("last_run_id")
+    run_id = session_run_id(session)
     if run_id:
         ids["MMO_RUN_ID"] = run_id
     ids.update(identity or {})

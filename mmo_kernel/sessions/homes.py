@@ -13,19 +13,20 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal
 
 import tomlkit
 
 from mmo_kernel.config.catalog import Model, Route
-from mmo_kernel.plugin.manager import route_driver, tool_bridge
+from mmo_kernel.plugin.drivers import RouteDriver, opt_ins_by_bridge
+from mmo_kernel.plugin.manager import driver_names, route_driver, tool_bridge
 from mmo_kernel.profiles.schema import PROFILE_SKILL_RELATIVE_PATH, agent_guidance_relative_path
 from mmo_kernel.profiles.snapshots import CATALOG_JSON, snapshot_profile
 from mmo_kernel.state.files import atomic_write_bytes
 from mmo_kernel.state.paths import user_codex_home
+from mmo_kernel.tools.servers import ToolServer
 
 MODEL_CATALOG_FILE = "model-catalog.json"
 NATIVE_AGENTS_DIR = "native-agents"
@@ -41,7 +42,7 @@ class HomeContext:
     tainted: bool = False
     auth_link_mode: str = "shared"
     lifecycle_timeout_seconds: float = 1200
-    tool_servers: dict[str, Any] = field(default_factory=dict)
+    tool_servers: dict[str, ToolServer] = field(default_factory=dict)
     native_tokens: dict[str, dict[str, str]] = field(default_factory=dict)
     route_faults: dict[str, str] = field(default_factory=dict)
 
@@ -77,26 +78,42 @@ def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str 
         lifecycle_timeout_seconds=ctx.lifecycle_timeout_seconds, enabled_tools=tools)
 
 
-class _NativeBridge(Protocol):
-    """What the ``native_mcp`` bridge offers beyond the ``ToolBridge`` base."""
-
-    def render_servers(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
-                       ) -> dict[str, dict[str, Any]]: ...
-
-    def env_names(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
-                  ) -> tuple[list[str], list[str]]: ...
-
-
 def _tool_blocks(spec: Any, ctx: HomeContext) -> tuple[dict[str, Any], list[str], list[str]]:
-    """``mcp_servers`` entries for declared tool servers, by bridge; plus env names."""
+    """``mcp_servers`` entries for declared tool servers, plus env names, from every bridge.
+
+    Each installed bridge is asked with the opt-ins that name it (possibly none,
+    so a bridge may list servers the agent did not opt into). An entry for a
+    server comes from the bridge the agent opted into it through, if that
+    bridge renders one; otherwise from the first bridge (by name) that does.
+    """
     if not ctx.tool_servers:
         return {}, [], []
-    bridge = cast(_NativeBridge, tool_bridge("native_mcp"))
-    native_opt_ins = {name: o for name, o in spec.tool_mcp_servers.items()
-                      if o.bridge == "native_mcp"}
-    servers = bridge.render_servers(ctx.tool_servers, native_opt_ins)
-    envs, http_envs = bridge.env_names(ctx.tool_servers, native_opt_ins)
-    return servers, envs, http_envs
+    grouped = opt_ins_by_bridge(spec.tool_mcp_servers)
+    entries: dict[str, Any] = {}
+    envs: set[str] = set()
+    http_envs: set[str] = set()
+    for name in sorted(set(driver_names("tool_bridges")) | set(grouped)):
+        bridge = tool_bridge(name)
+        opt_ins = grouped.get(name, {})
+        for server, entry in bridge.render_servers(ctx.tool_servers, opt_ins).items():
+            if server in opt_ins or server not in entries:
+                entries[server] = entry
+        stdio, http = bridge.env_names(ctx.tool_servers, opt_ins)
+        envs.update(stdio)
+        http_envs.update(http)
+    return dict(sorted(entries.items())), sorted(envs), sorted(http_envs)
+
+
+def _provider(driver: RouteDriver, route: Route, model: Model, ctx: HomeContext
+              ) -> dict[str, Any]:
+    """The driver's provider keys; ``fault=`` is passed only when one is injected."""
+    fault = ctx.route_faults.get(route.id)
+    if fault is None:
+        return driver.provider_config(route, model, ctx.gateway_url)
+    if not driver.takes_faults():
+        raise ValueError(f"route fault {fault!r} cannot be injected on route {route.id}: "
+                         f"its driver {route.driver!r} does not support route faults")
+    return driver.provider_config(route, model, ctx.gateway_url, fault=fault)
 
 
 def render_config(profile: Any, agent: str, routes: dict[str, Route], models: dict[str, Model],
@@ -107,8 +124,7 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     route = routes[model.route]
     driver = route_driver(route.driver)
     config: dict[str, Any] = {}
-    fault = ctx.route_faults.get(route.id)
-    provider = driver.provider_config(route, model, ctx.gateway_url, fault=fault)
+    provider = _provider(driver, route, model, ctx)
     config.update({k: v for k, v in provider.items() if k != "model_providers"})
     if model.has_reasoning and spec.reasoning:
         config["model_reasoning_effort"] = spec.reasoning
@@ -180,14 +196,15 @@ def _write(path: Path, data: bytes, mode: int = 0o600) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _link_auth(home: Path, mode: str) -> None:
+def _link_auth(home: Path, mode: str, route: Route) -> None:
     """Codex's own login: link (``shared``) or copy (``copy``, ``0600``) the user's auth.json."""
     source = user_codex_home() / "auth.json"
     target = home / "auth.json"
     if target.is_symlink() or target.exists():
         target.unlink()
     if not source.is_file():
-        raise RuntimeError(f"codex_builtin route needs {source} (run `codex login` first)")
+        raise RuntimeError(f"route {route.id} uses Codex's own login and needs {source} "
+                           "(run `codex login` first)")
     if mode == "copy":
         shutil.copyfile(source, target)
         os.chmod(target, 0o600)
@@ -221,8 +238,8 @@ def materialize_home(snapshot: dict[str, Any], agent: str, home: Path, ctx: Home
         catalog = json.dumps({"models": [entry]}, indent=2, sort_keys=True).encode()
         record["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
         record["model_catalog_sha256"] = _write(home / MODEL_CATALOG_FILE, catalog)
-    if route.driver == "codex_builtin":
-        _link_auth(home, ctx.auth_link_mode)
+    if driver.uses_codex_login:
+        _link_auth(home, ctx.auth_link_mode, route)
     natives = {}
     for native in spec.native_agents:
         native_cfg = _native_config(profile, agent, native, snap_dir, skill_path, ctx)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -108,7 +109,8 @@ class SessionRecord(StrictRecord):
     root_host_runtime_digest: str | None = None
     active_root_turn_id: str | None = None
     root_last_turn_id: str | None = None
-    root_execution_host: Literal["app_server"] | None = None
+    root_execution_host: str | None = None
+    """Checked against the installed execution hosts (``check_root_execution_host``)."""
     root_execution_mode: Literal["goal", "turn"] | None = None
     root_goal_token_budget: int | None = None
     root_goal_status: str | None = None
@@ -139,6 +141,17 @@ class SessionRecord(StrictRecord):
     started_at: str | None = None
     finished_at: str | None = None
     last_active_at: str | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        """The run the session's events belong to: the active run, else the last one."""
+        return self.current_run_id or self.last_run_id
+
+
+def session_run_id(record: Mapping[str, Any]) -> str | None:
+    """``SessionRecord.run_id`` of a raw record dict, without validating all of it."""
+    return SessionRecord.model_construct(current_run_id=record.get("current_run_id"),
+                                         last_run_id=record.get("last_run_id")).run_id
 
 
 class RunRecord(StrictRecord):
@@ -186,8 +199,24 @@ def session_file(session_id: str, *parts: str) -> Path:
     return safe_path(state_dir(), "sessions", session_id, *parts, what="session file")
 
 
-def _check_session(doc: dict[str, Any]) -> dict[str, Any]:
+def check_root_execution_host(doc: Mapping[str, Any], where: str = "session record") -> None:
+    """Refuse a ``root_execution_host`` that no installed plugin provides (``ValueError``)."""
+    name = doc.get("root_execution_host")
+    if name is None:
+        return
+    from mmo_kernel.plugin.manager import driver_names
+
+    installed = driver_names("execution_hosts")
+    if name not in installed:
+        raise RecordError(
+            f"{where}: root execution host is invalid: {name!r} is not an installed execution "
+            f"host (installed: {', '.join(installed) or 'none'}); is its plugin installed? "
+            f"Run `mmo plugins`.")
+
+
+def _check_session(doc: dict[str, Any], where: str = "session record") -> dict[str, Any]:
     SessionRecord.model_validate(doc)
+    check_root_execution_host(doc, where)
     return doc
 
 
@@ -208,15 +237,15 @@ def read_session_record(session_id: str) -> dict[str, Any]:
     path = session_file(session_id, "session.json")
     if not path.exists():
         raise FileNotFoundError(f"no MMO session {session_id!r}")
-    return read_record(path, _validator(SessionRecord), retired=RETIRED_SESSION_FIELDS,
-                       check_package=True, kind="session")
+    return read_record(path, _validator(SessionRecord, str(path)),
+                       retired=RETIRED_SESSION_FIELDS, check_package=True, kind="session")
 
 
-def _validator(model: type[StrictRecord]):
+def _validator(model: type[StrictRecord], where: str = "session record"):
     def check(doc: dict[str, Any]) -> dict[str, Any]:
         if model is RunRecord:
             return _check_run(doc)
-        return _check_session(doc)
+        return _check_session(doc, where)
     return check
 
 
@@ -224,7 +253,7 @@ def write_session_record(record: dict[str, Any]) -> dict[str, Any]:
     """Validate and atomically persist a session record."""
     ensure_state_layout()
     record = {**record, "schema_version": MMO_SCHEMA_VERSION, "package_version": package_version()}
-    SessionRecord.model_validate(record)
+    _check_session(record)
     directory = session_dir(record["session_id"])
     directory.mkdir(mode=0o700, exist_ok=True)
     atomic_write_json(session_file(record["session_id"], "session.json"), record)

@@ -14,6 +14,7 @@ from mmo_kernel.sessions.records import (
     read_run_record,
     read_session_record,
     session_file,
+    session_run_id,
     utc_now,
     write_run_record,
     write_session_record,
@@ -87,7 +88,7 @@ def update_session(session_id: str, **fields: Any) -> dict[str, Any]:
 
 def _sync_run(record: dict[str, Any]) -> None:
     """The run's status follows the session's; a terminal run is closed in place."""
-    run_id = record.get("current_run_id") or record.get("last_run_id")
+    run_id = session_run_id(record)
     if not run_id:
         return
     run = read_run_record(record["session_id"], run_id)
@@ -106,7 +107,7 @@ def transition(session_id: str, status: str, **fields: Any) -> dict[str, Any]:
         now = utc_now()
         fields = {"status": status, "last_active_at": now, **fields}
         if status in TERMINAL_SESSION_STATUSES:
-            run_id = record.get("current_run_id") or record.get("last_run_id")
+            run_id = session_run_id(record)
             fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
         if status == "stopped":  # a stop retires the hosts: their identity goes with them
             fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
@@ -152,7 +153,7 @@ def taint_session(session_id: str, reason: str, **details: Any) -> dict[str, Any
         reasons.append(entry)
         updated = dict(record, tainted=True, taint_reasons=reasons)
         write_session_record(updated)
-    run_id = record.get("current_run_id") or record.get("last_run_id") or ""
+    run_id = session_run_id(record) or ""
     append_audit(session_file(session_id, "audit.jsonl"), "session_tainted", run_id,
                  reason=reason, **details)
     return updated

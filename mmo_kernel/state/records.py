@@ -16,8 +16,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError
-from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.errors import RecordError, format_validation_error
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION, read_json
 
 T = TypeVar("T")

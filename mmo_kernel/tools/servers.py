@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mmo_kernel.config.credentials import has_control_character, valid_env_name
-from mmo_kernel.plugin.drivers import format_validation_error
+from mmo_kernel.errors import format_validation_error
 from mmo_kernel.state.paths import config_dir
 from mmo_kernel.state.records import check_schema_version
 

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel import package_version
-from mmo_kernel.hosts.control_socket import ControlServer, app_server_socket_path
-from mmo_kernel.hosts.evidence import write_partial
-from mmo_kernel.state.processes import process_start_token, terminate_process_groups
+from mmo_kernel.host_api import process_start_token, terminate_process_groups
+from mmo_kernel.hosts import ControlServer, app_server_socket_path, write_partial
 
 from .approvals import ApprovalPolicy
 from .client import KEEP_PENDING, AppServerClient
@@ -148,8 +147,8 @@ class AgentHost(ABC):
         opt_ins = self.switchyard_opt_ins()
         if not opt_ins or self.bridge is not None:
             return
-        from mmo_kernel.plugin.manager import plugin_system
-        from mmo_kernel.tools.servers import load_tool_servers
+        from mmo_kernel.plugin import plugin_system
+        from mmo_kernel.tools import load_tool_servers
 
         servers = load_tool_servers()
         bridge_class = plugin_system().registry.driver_class("tool_bridges", "switchyard")

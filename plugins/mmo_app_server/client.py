@@ -29,7 +29,7 @@ import psutil
 from pydantic import ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.state.processes import kill_processes, process_start_token, terminate_process_groups
+from mmo_kernel.host_api import kill_processes, process_start_token, terminate_process_groups
 
 from .approvals import ApprovalPolicy
 from .errors import AppServerError, TransportLost

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mmo_kernel.plugin.drivers import ExecutionHost
-from mmo_kernel.state.processes import spawn_detached
+from mmo_kernel.plugin import ExecutionHost
 
 
 class AppServerOptions(BaseModel):
@@ -19,6 +18,16 @@ class AppServerOptions(BaseModel):
     """How many times a lost app-server is restarted on the same thread."""
 
 
+def _spawn_runner(module: str, record_id: str, log_path: Path,
+                  env: dict[str, str]) -> tuple[int, str]:
+    # host_api loads on launch, not on discovery: every process that looks up a driver
+    # (the gateway included) imports this module
+    from mmo_kernel.host_api import spawn_detached
+
+    argv = [sys.executable, "-m", module, record_id]
+    return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
+
+
 class AppServerHost(ExecutionHost):
     """Runs an agent in a Codex app-server owned by a detached runner process."""
 
@@ -27,8 +36,7 @@ class AppServerHost(ExecutionHost):
 
     def launch_root(self, session_id: str, log_path: Path, env: dict[str, str]) -> tuple[int, str]:
         """Start the root controller for ``session_id``; returns ``(pid, start_token)``."""
-        argv = [sys.executable, "-m", "mmo_app_server.root_host", session_id]
-        return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
+        return _spawn_runner("mmo_app_server.root_host", session_id, log_path, env)
 
     def runtime_digest(self) -> str:
         from .runtime import runtime_digest
@@ -37,5 +45,4 @@ class AppServerHost(ExecutionHost):
 
     def launch_job(self, job_id: str, log_path: Path, env: dict[str, str]) -> tuple[int, str]:
         """Start the worker runner for ``job_id``; returns ``(pid, start_token)``."""
-        argv = [sys.executable, "-m", "mmo_app_server.job_host", job_id]
-        return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
+        return _spawn_runner("mmo_app_server.job_host", job_id, log_path, env)

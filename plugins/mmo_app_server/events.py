@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.state.audit import append_jsonl
+from mmo_kernel.host_api import append_jsonl
 
 from .client import Recorder
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from mmo_kernel.state.records import is_exact_int
+from mmo_kernel.host_api import is_exact_int
 
 APPROVAL_DECISIONS = ("accept", "acceptForSession", "decline", "cancel")
 ELICITATION_ACTIONS = ("accept", "decline", "cancel")

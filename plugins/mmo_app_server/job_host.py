@@ -15,21 +15,25 @@ import json
 import os
 from typing import Any
 
-from mmo_kernel.contracts.check import check_result
-from mmo_kernel.hosts.evidence import final_message
-from mmo_kernel.hosts.goals import goal_prompt
-from mmo_kernel.hosts.turn_failures import normalize_turn_failure
-from mmo_kernel.jobs.records import (
-    HOST_IDENTITY_FIELDS,
+from mmo_kernel.contracts import check_result
+from mmo_kernel.host_api import (
+    JOB_HOST_FIELDS,
+    atomic_write_json,
+    atomic_write_text,
+    audit_event,
+    capture_job_patch,
     job_file,
+    load_snapshot,
     read_job_record,
+    read_session_record,
+    snapshot_catalog,
+    snapshot_profile,
     transition_job,
     update_job,
+    utc_now,
 )
-from mmo_kernel.plugin.manager import get_driver
-from mmo_kernel.sessions.records import read_session_record, session_file, utc_now
-from mmo_kernel.state.audit import append_audit
-from mmo_kernel.state.files import atomic_write_json, atomic_write_text
+from mmo_kernel.hosts import final_message, goal_prompt, normalize_turn_failure
+from mmo_kernel.plugin import get_driver
 
 from .agent_host import AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
@@ -64,8 +68,6 @@ class JobHost(AgentHost):
         self.socket_name = f"control:job:{job_id}"
         self.events_path = job_file(job_id, "events.jsonl")
         self.stderr_path = job_file(job_id, "stderr.log")
-        from mmo_kernel.profiles.snapshots import snapshot_profile
-
         self.spec = snapshot_profile(record["snapshot_hash"]).agents[record["agent"]]
         options = self.spec.host_options or {}
         super().__init__(record, max_recoveries=int(options.get("max_recoveries", 3)))
@@ -97,9 +99,6 @@ class JobHost(AgentHost):
         return self.record.get("execution_mode") == "goal"
 
     def preserves_tool_media(self) -> bool:
-        from mmo_kernel.profiles.snapshots import load_snapshot
-        from mmo_kernel.sessions.homes import snapshot_catalog
-
         routes, models = snapshot_catalog(load_snapshot(self.record["snapshot_hash"]))
         return routes[models[self.spec.model].route].preserves_tool_media
 
@@ -277,8 +276,6 @@ class JobHost(AgentHost):
     def _capture_patch(self) -> dict[str, Any]:
         if self.record.get("mode") != "workspace-write":
             return {}
-        from mmo_kernel.jobs.workspace import capture_job_patch
-
         capture_job_patch(self.job_id)
         return {}
 
@@ -294,9 +291,8 @@ class JobHost(AgentHost):
 
     def _end(self, status: str, **fields: Any) -> None:
         transition_job(self.job_id, status, **fields)
-        run_id = self.session.get("current_run_id") or self.session.get("last_run_id") or ""
-        append_audit(session_file(self.session["session_id"], "audit.jsonl"), "agent_finished",
-                     run_id, job_id=self.job_id, agent=self.record["agent"], status=status)
+        audit_event(self.session, "agent_finished", job_id=self.job_id,
+                    agent=self.record["agent"], status=status)
 
     def handle_failure(self, turn: dict[str, Any]) -> bool:
         failure = normalize_turn_failure(turn)
@@ -357,7 +353,7 @@ class JobHost(AgentHost):
         partial = job_file(self.job_id, "partial-result.md")
         self.partial(partial, f"job cold-paused\n{PERSISTED_THREAD_NOTE}")
         self.store(status="paused", partial_result_path=str(partial), cold_pause_pending=None,
-                   **{f: None for f in HOST_IDENTITY_FIELDS})
+                   **{f: None for f in JOB_HOST_FIELDS})
 
     def run(self) -> int:
         fields: dict[str, Any] = {}

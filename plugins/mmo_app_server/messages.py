@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mmo_kernel.state.audit import utc_timestamp
+from mmo_kernel.host_api import utc_timestamp
 
 RequestId = int | str
 

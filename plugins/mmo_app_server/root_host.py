@@ -14,16 +14,32 @@ import os
 import time
 from typing import Any
 
-from mmo_kernel.hosts.evidence import final_message
-from mmo_kernel.hosts.goals import cap_objective, goal_prompt
-from mmo_kernel.hosts.root_socket import root_app_server_socket_path
-from mmo_kernel.hosts.turn_failures import normalize_turn_failure
-from mmo_kernel.sessions.env import root_environment
-from mmo_kernel.sessions.records import read_session_record, session_file, utc_now
-from mmo_kernel.sessions.state import HOST_FIELDS, REMOVE, transition, update_session
-from mmo_kernel.state.audit import append_audit
-from mmo_kernel.state.files import atomic_write_json, atomic_write_text
-from mmo_kernel.state.processes import process_matches, terminate_process_groups
+from mmo_kernel.host_api import (
+    REMOVE,
+    ROOT_HOST_FIELDS,
+    atomic_write_json,
+    atomic_write_text,
+    audit_event,
+    defer_root_completion,
+    end_root_completion_deferral,
+    process_matches,
+    read_session_record,
+    root_environment,
+    session_file,
+    snapshot_profile,
+    terminate_process_groups,
+    transition_session,
+    update_session,
+    utc_now,
+    wait_for_recoverable_jobs,
+)
+from mmo_kernel.hosts import (
+    cap_objective,
+    final_message,
+    goal_prompt,
+    normalize_turn_failure,
+    root_app_server_socket_path,
+)
 
 from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped, host_main
 from .errors import TransportLost
@@ -51,8 +67,6 @@ class RootHost(AgentHost):
         self.socket_name = f"control:root:{session_id}"
         self.events_path = session_file(session_id, "root-events.jsonl")
         self.stderr_path = session_file(session_id, "app-server.stderr.log")
-        from mmo_kernel.profiles.snapshots import snapshot_profile
-
         self.spec = snapshot_profile(record["snapshot_hash"]).agents[self.agent]
         options = self.spec.host_options or {}
         super().__init__(record, max_recoveries=int(options.get("max_recoveries", 3)))
@@ -156,20 +170,14 @@ class RootHost(AgentHost):
         elif not text:
             partial = session_file(self.session_id, "root-partial-result.md")
             self.partial(partial, "root completed without a readable terminal result")
-            transition(self.session_id, "failed", result_kind="partial",
-                       result_path=str(partial), partial_result_path=str(partial),
-                       error="root completed without a readable terminal result")
+            transition_session(self.session_id, "failed", result_kind="partial",
+                               result_path=str(partial), partial_result_path=str(partial),
+                               error="root completed without a readable terminal result")
         else:
             self._end("completed", text)
 
     def _defer_while_workers_run(self) -> None:
         """The root is not complete while recoverable workers still run (spec 03)."""
-        from mmo_kernel.jobs.deferral import (
-            defer_root_completion,
-            end_root_completion_deferral,
-            wait_for_recoverable_jobs,
-        )
-
         if defer_root_completion(self.session_id):
             wait_for_recoverable_jobs(self.session_id)
             end_root_completion_deferral(self.session_id)
@@ -179,13 +187,13 @@ class RootHost(AgentHost):
             self._defer_while_workers_run()
         if text:
             atomic_write_text(session_file(self.session_id, "root-result.md"), text)
-            transition(self.session_id, status, result_kind="final",
-                       result_path=str(session_file(self.session_id, "root-result.md")))
+            transition_session(self.session_id, status, result_kind="final",
+                               result_path=str(session_file(self.session_id, "root-result.md")))
         else:
             partial = session_file(self.session_id, "root-partial-result.md")
             self.partial(partial, f"root {status}")
-            transition(self.session_id, status, result_kind="partial",
-                       partial_result_path=str(partial), result_path=str(partial))
+            transition_session(self.session_id, status, result_kind="partial",
+                               partial_result_path=str(partial), result_path=str(partial))
         self._audit("agent_finished", agent=self.agent, status=status)
 
     def _fail_or_suspend(self, failure: dict[str, Any]) -> None:
@@ -197,17 +205,16 @@ class RootHost(AgentHost):
         if failure["retryable"]:
             self.store(status="suspended", **fields)
         else:
-            transition(self.session_id, "failed", **fields)
+            transition_session(self.session_id, "failed", **fields)
 
     def cold_paused(self) -> None:
         partial = session_file(self.session_id, "root-partial-result.md")
         self.partial(partial, "session cold-paused")
         self.store(status="paused", partial_result_path=str(partial), cold_pause_pending=None,
-                   **{f: None for f in HOST_FIELDS})
+                   **{f: None for f in ROOT_HOST_FIELDS})
 
     def _audit(self, event: str, **fields: Any) -> None:
-        run_id = self.record.get("current_run_id") or self.record.get("last_run_id") or ""
-        append_audit(session_file(self.session_id, "audit.jsonl"), event, run_id, **fields)
+        audit_event(self.record, event, **fields)
 
     def _host_failed(self, exc: Exception) -> None:
         message = f"{exc.__class__.__name__}: {exc}"
@@ -357,7 +364,7 @@ class RootHost(AgentHost):
         record = read_session_record(self.session_id)
         if record["status"] in ("running", "paused", "detached"):
             try:
-                self.store(**{f: None for f in HOST_FIELDS})
+                self.store(**{f: None for f in ROOT_HOST_FIELDS})
             except RuntimeError:
                 pass
 

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.hosts.websocket import UnixWebSocket, WebSocketError
-from mmo_kernel.state.processes import process_matches, process_start_token
+from mmo_kernel.host_api import process_matches, process_start_token
+from mmo_kernel.hosts import UnixWebSocket, WebSocketError
 
 from .client import AppServerClient
 

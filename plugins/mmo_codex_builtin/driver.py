@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmo_kernel.errors import DriverConfigError
-from mmo_kernel.gateway.errors import GatewayError, error_body
-from mmo_kernel.gateway.faults import fault_headers
-from mmo_kernel.plugin.drivers import RouteDriver
-from mmo_kernel.state.paths import user_codex_home
+from mmo_kernel.gateway import GatewayError, error_body, fault_headers, user_codex_home
+from mmo_kernel.plugin import RouteDriver
 
 MISSING_LOGIN = "missing credential codex login (auth.json)"
 
@@ -23,6 +21,7 @@ class CodexBuiltinRoute(RouteDriver):
     """Codex's own ChatGPT/OpenAI login: the agent's home links the user's auth.json."""
 
     name = "codex_builtin"
+    uses_codex_login = True
 
     def validate_route(self, route: Any, where: str) -> None:
         self.validate_options(route.options, f"{where}.options")

@@ -19,12 +19,15 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from mmo_kernel.errors import DriverConfigError
-from mmo_kernel.gateway.errors import GatewayError, error_body
-from mmo_kernel.gateway.faults import fault_headers
-from mmo_kernel.gateway.sources import credential_value
-from mmo_kernel.gateway.upstream import post_json
-from mmo_kernel.gateway.upstream_async import post_json_async
-from mmo_kernel.plugin.drivers import RouteDriver
+from mmo_kernel.gateway import (
+    GatewayError,
+    credential_value,
+    error_body,
+    fault_headers,
+    post_json,
+    post_json_async,
+)
+from mmo_kernel.plugin import RouteDriver
 
 from .conversation import Conversation, read_conversation
 from .wire_anthropic import (

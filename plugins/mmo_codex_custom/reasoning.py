@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from mmo_kernel.gateway.responses_stream import ResponsesStream, new_id
+from mmo_kernel.gateway import ResponsesStream, new_id
 
 
 class _Strict(BaseModel):

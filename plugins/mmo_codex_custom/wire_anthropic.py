@@ -18,9 +18,7 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
-from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.responses_stream import usage_block
-from mmo_kernel.gateway.sse import SseDecoder
+from mmo_kernel.gateway import LogNote, SseDecoder, usage_block
 
 from .conversation import Conversation, Part, codex_call
 from .reasoning import (

@@ -14,9 +14,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
-from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.responses_stream import usage_block
-from mmo_kernel.gateway.sse import SseDecoder
+from mmo_kernel.gateway import LogNote, SseDecoder, usage_block
 
 from .conversation import Conversation, Part, Turn, codex_call
 from .reasoning import REASONING_FIELDS, ChatToken, ReasoningField, ReasoningStream, seal, unseal

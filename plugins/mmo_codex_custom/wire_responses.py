@@ -11,9 +11,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
-from mmo_kernel.gateway.json_body import RequestBody
-from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.sse import SseDecoder
+from mmo_kernel.gateway import LogNote, RequestBody, SseDecoder
 
 COMPLETED = b"response.completed"
 

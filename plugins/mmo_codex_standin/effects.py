@@ -194,7 +194,7 @@ async def mcp_tool_calls(
     import time
 
     from mmo_codex_standin.mcp_calls import McpCallError, Session, item_for, summary
-    from mmo_kernel.state.paths import user_codex_home
+    from mmo_kernel.gateway import user_codex_home
 
     session = Session(user_codex_home(), dict(os.environ), thread.approval_policy)
     results: list[dict[str, Any] | None] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from mmo_kernel.state.paths import user_codex_home
+from mmo_kernel.gateway import user_codex_home
 
 INVOCATIONS = "fake-interactive-invocations.jsonl"
 

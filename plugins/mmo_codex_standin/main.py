@@ -11,7 +11,7 @@ from mmo_codex_standin.interactive import record_resume
 from mmo_codex_standin.server import Server
 from mmo_codex_standin.shapes import CLI_VERSION
 from mmo_codex_standin.transport import serve_stdio, serve_unix
-from mmo_kernel.state.paths import user_codex_home
+from mmo_kernel.gateway import user_codex_home
 
 USAGE = (
     "usage: mmo-codex-standin app-server [--listen stdio://|unix://PATH] [-c key=value]...\n"

@@ -56,7 +56,7 @@ def tool_server(name: str, entry: Mapping[str, Any], environ: Mapping[str, str])
     """
     from pydantic import ValidationError
 
-    from mmo_kernel.tools.servers import ToolServer
+    from mmo_kernel.tools import ToolServer
 
     fixed = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
     fields: dict[str, Any] = {
@@ -131,7 +131,7 @@ class Session:
         self.clients: dict[str, Any] = {}
 
     def client(self, name: str, entry: Mapping[str, Any]) -> Any:
-        from mmo_kernel.tools.mcp_client import McpError, connect
+        from mmo_kernel.tools import McpError, connect
 
         if name not in self.clients:
             server, source = tool_server(name, entry, self.environ)
@@ -154,7 +154,7 @@ class Session:
 
     def call(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One ``tools/call``; returns the raw MCP result (raises McpCallError)."""
-        from mmo_kernel.tools.mcp_client import McpError
+        from mmo_kernel.tools import McpError
 
         entry = server_entry(self.codex_home, server)
         self._check_allowed(server, tool, entry)

@@ -127,7 +127,7 @@ def _result_text(server, thread: ThreadState, record: dict, m: Markers, notes: l
         text = "FAKE_CODEX_INVALID_RESULT" if invalid else "FAKE_CODEX_OK"
         return " ".join([text] + notes)
     # imported here: jsonschema is only worth its start-up cost for schema-bound turns
-    from mmo_kernel.contracts.instance import (
+    from mmo_kernel.contracts import (
         SchemaInstanceError,
         instance_for_schema,
         invalid_instance_for_schema,

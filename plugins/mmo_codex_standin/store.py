@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mmo_codex_standin.protocol import RpcError
-from mmo_kernel.state.files import atomic_write_json
+from mmo_kernel.workspace import atomic_write_json
 
 
 def iso_now() -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from mmo_codex_standin.connection import Connection
 from mmo_codex_standin.server import Server
 from mmo_codex_standin.websocket import WebSocketClosed, read_message, server_handshake
-from mmo_kernel.hosts.websocket import OP_TEXT, encode_frame
+from mmo_kernel.hosts import OP_TEXT, encode_frame
 
 
 def _decode(line: bytes | str):

@@ -14,7 +14,7 @@ import json
 import struct
 from typing import Any
 
-from mmo_kernel.hosts.websocket import (
+from mmo_kernel.hosts import (
     OP_CLOSE,
     OP_PING,
     OP_PONG,
@@ -22,7 +22,7 @@ from mmo_kernel.hosts.websocket import (
     accept_key,
     encode_frame,
 )
-from mmo_kernel.hosts.websocket import unmask as _unmask
+from mmo_kernel.hosts import unmask as _unmask
 
 
 class WebSocketClosed(Exception):

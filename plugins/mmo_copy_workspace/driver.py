@@ -9,26 +9,26 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mmo_kernel.plugin.drivers import WorkspaceIsolator
-from mmo_kernel.state.files import atomic_write_json
-from mmo_kernel.workspace.patches import (
+from mmo_kernel.plugin import WorkspaceIsolator
+from mmo_kernel.workspace import (
     ApplyReceipt,
     Artifact,
     Patch,
     PatchReversalError,
     PathState,
     WorkspaceHandle,
+    atomic_write_json,
     begin_receipt,
     check_label,
     check_preimage,
     contained_path,
     finish_receipt,
+    normalize_write_scopes,
     private_dest,
     provisional_created,
     reverse_apply,
     verify_postimage,
 )
-from mmo_kernel.workspace.write_scopes import normalize_write_scopes
 
 from . import fileset
 

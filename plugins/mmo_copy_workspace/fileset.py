@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mmo_kernel.state.files import atomic_write_bytes
-from mmo_kernel.workspace.patches import contained_path, read_state
+from mmo_kernel.workspace import atomic_write_bytes, contained_path, read_state
 
 FORMAT: Final = "mmo-file-set"
 FORMAT_VERSION = "mmo-file-set/1"

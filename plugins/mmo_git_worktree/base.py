@@ -7,7 +7,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from mmo_kernel.workspace.patches import check_relative_path
+from mmo_kernel.workspace import check_relative_path
 
 from .gitcmd import GitError, git_out, git_paths, run_git
 

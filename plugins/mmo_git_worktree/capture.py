@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from mmo_kernel.workspace.patches import (
+from mmo_kernel.workspace import (
     ApplyReceipt,
     Artifact,
     Patch,

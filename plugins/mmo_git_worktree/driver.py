@@ -8,15 +8,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mmo_kernel.plugin.drivers import WorkspaceIsolator
-from mmo_kernel.workspace.patches import (
+from mmo_kernel.plugin import WorkspaceIsolator
+from mmo_kernel.workspace import (
     ApplyReceipt,
     Patch,
     WorkspaceHandle,
     check_label,
+    normalize_write_scopes,
     private_dest,
 )
-from mmo_kernel.workspace.write_scopes import normalize_write_scopes
 
 from . import base, capture
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mmo_kernel.plugin.drivers import ToolBridge
+from mmo_kernel.plugin import ToolBridge, ToolOptIn
+
+if TYPE_CHECKING:
+    from mmo_kernel.tools import ToolServer
 
 
 class NativeMcpBridge(ToolBridge):
@@ -14,13 +17,18 @@ class NativeMcpBridge(ToolBridge):
 
     name = "native_mcp"
 
-    def render_servers(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
-                       ) -> dict[str, dict[str, Any]]:
-        """``mcp_servers`` entries (names of env vars only, never values)."""
+    def render_servers(self, servers: Mapping[str, ToolServer],
+                       opt_ins: Mapping[str, ToolOptIn]) -> dict[str, dict[str, Any]]:
+        """``mcp_servers`` entries (names of env vars only, never values).
+
+        Every declared server is listed, enabled only when the agent opted into
+        it through this bridge; the environment the agent needs for them is the
+        base class's ``env_names``.
+        """
         return {name: self._entry(server, opt_ins.get(name)) for name, server in servers.items()}
 
     @staticmethod
-    def _entry(server: Any, opt_in: Any) -> dict[str, Any]:
+    def _entry(server: ToolServer, opt_in: ToolOptIn | None) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         if server.transport == "stdio":
             entry["command"] = server.command
@@ -46,16 +54,3 @@ class NativeMcpBridge(ToolBridge):
         if server.tool_timeout_sec:
             entry["tool_timeout_sec"] = server.tool_timeout_sec
         return entry
-
-    def env_names(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
-                  ) -> tuple[list[str], list[str]]:
-        """(stdio env var names, HTTP bearer env var names) the agent's process needs."""
-        envs: set[str] = set()
-        http: set[str] = set()
-        for name in opt_ins:
-            server = servers.get(name)
-            if server is None:
-                continue
-            envs.update(server.env_vars)
-            http.update(server.http_env_names)
-        return sorted(envs), sorted(http)

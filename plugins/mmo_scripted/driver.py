@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mmo_kernel.errors import DriverConfigError
-from mmo_kernel.gateway.errors import bad_request
-from mmo_kernel.plugin.drivers import RouteDriver
+from mmo_kernel.gateway import bad_request, fault_headers
+from mmo_kernel.plugin import RouteDriver
 
 from .model import BadRequest, decide
 from .reply import reply_events
@@ -52,8 +52,6 @@ class ScriptedRoute(RouteDriver):
 
         An injected ``fault`` rides as a header the gateway answers itself.
         """
-        from mmo_kernel.gateway.faults import fault_headers
-
         base = gateway_url.rstrip("/")
         provider: dict[str, Any] = {
             "name": route.name,

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from mmo_kernel.contracts.instance import instance_for_schema
+from mmo_kernel.contracts import instance_for_schema
 
 from .conversation import Conversation
 from .reply import Message

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mmo_kernel.gateway.responses_stream import ResponsesStream, usage_block
+from mmo_kernel.gateway import ResponsesStream, usage_block
 
 
 class FunctionCall(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mmo_kernel.tools.mcp_client import McpToolResult
+from mmo_kernel.tools import McpToolResult
 
 
 def text_item(text: str) -> dict[str, Any]:

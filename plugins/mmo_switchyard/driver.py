@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.plugin.drivers import ToolBridge
-from mmo_kernel.tools.mcp_client import McpClient, McpError, McpTransportError, connect
+from mmo_kernel.plugin import ToolBridge, ToolOptIn
+from mmo_kernel.tools import McpClient, McpError, McpTransportError, ToolServer, connect
 
 from .convert import dynamic_output, failure
 from .names import alias_table, bridged_pairs
@@ -32,10 +32,9 @@ TOOL_CALL_METHOD = "item/tool/call"
 class SwitchyardBridge(ToolBridge):
     """Bridges opted-in tool MCP servers into one agent's thread as dynamic tools.
 
-    ``preserve_tool_media`` is true when the agent's route carries images and
-    audio in tool output; ``env`` is where credential values come from
-    (default: this process's environment); ``stderr_dir`` keeps each stdio
-    server's stderr as ``<server>.stderr.log``.
+    It writes nothing into Codex's config: the host starts the thread with
+    :meth:`dynamic_tools`. ``stderr_dir`` keeps each stdio server's stderr as
+    ``<server>.stderr.log``; the other constructor arguments are the base's.
     """
 
     name = "switchyard"
@@ -43,10 +42,9 @@ class SwitchyardBridge(ToolBridge):
     def __init__(self, *, preserve_tool_media: bool = False,
                  env: Mapping[str, str] | None = None,
                  stderr_dir: Path | None = None) -> None:
-        self.preserve_tool_media = preserve_tool_media
-        self._env = env
-        self._stderr_dir = stderr_dir
-        self._servers: dict[str, Any] = {}
+        super().__init__(env=env, stderr_dir=stderr_dir,
+                         preserve_tool_media=preserve_tool_media)
+        self._servers: dict[str, ToolServer] = {}
         self._routes: dict[str, tuple[str, str]] = {}
         self._clients: dict[str, McpClient] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -58,14 +56,15 @@ class SwitchyardBridge(ToolBridge):
     # ------------------------------------------------------------ names --
 
     @staticmethod
-    def alias_table(servers: Mapping[str, Any], opt_ins: Mapping[str, Any]) -> dict[str, str]:
+    def alias_table(servers: Mapping[str, ToolServer],
+                    opt_ins: Mapping[str, ToolOptIn]) -> dict[str, str]:
         """Dynamic tool name -> ``server.tool`` (no server is started)."""
         return alias_table(servers, opt_ins)
 
     # ------------------------------------------------------------ tools --
 
-    def dynamic_tools(self, servers: Mapping[str, Any], opt_ins: Mapping[str, Any]
-                      ) -> list[dict[str, Any]]:
+    def dynamic_tools(self, servers: Mapping[str, ToolServer],
+                      opt_ins: Mapping[str, ToolOptIn]) -> list[dict[str, Any]]:
         """``thread/start.dynamicTools`` specs for the tools the agent opted into.
 
         Each spec carries the server's own ``inputSchema``. A required server
@@ -87,7 +86,8 @@ class SwitchyardBridge(ToolBridge):
                 self.unavailable[server_name] = str(exc)
         return specs
 
-    def _server_specs(self, server: Any, wanted: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def _server_specs(self, server: ToolServer, wanted: list[tuple[str, str]]
+                      ) -> list[dict[str, Any]]:
         with self._lock:
             self._servers[server.name] = server
         listed = {t.name: t for t in self._client(server.name).list_tools()}
@@ -158,9 +158,9 @@ class SwitchyardBridge(ToolBridge):
                 server = self._servers[server_name]
             if client is not None:
                 return client
-            stderr = (self._stderr_dir / f"{server_name}.stderr.log"
-                      if self._stderr_dir is not None else None)
-            client = connect(server, self._env if self._env is not None else os.environ,
+            stderr = (self.stderr_dir / f"{server_name}.stderr.log"
+                      if self.stderr_dir is not None else None)
+            client = connect(server, self.env if self.env is not None else os.environ,
                              stderr_path=stderr)
             with self._lock:
                 if self._closed:

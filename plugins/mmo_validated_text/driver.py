@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmo_kernel.plugin.drivers import ContractTransport
+from mmo_kernel.plugin import ContractTransport, TransportFit
 
 
 class ValidatedText(ContractTransport):
     """No ``outputSchema`` is ever sent: the final message is validated after the turn,
-    and an invalid strict result gets exactly one repair turn on the same thread."""
+    and an invalid strict result gets exactly one repair turn on the same thread.
+
+    It carries any schema under either enforcement, at the lowest priority: the
+    fallback when no transport that constrains generation fits.
+    """
 
     name = "validated_text"
+    enforcements = frozenset({"strict", "warn"})
+    priority = 0
     repairs = True
+
+    def fit(self, enforcement: str, schema: dict[str, Any]) -> TransportFit:
+        if enforcement == "warn":
+            return TransportFit(True, "warn enforcement never constrains generation")
+        return TransportFit(True, f"{enforcement} contract validated after the turn")
 
     def turn_overrides(self, schema: dict[str, Any], *, final: bool) -> dict[str, Any]:
         return {}

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mmo_kernel import hookimpl
@@ -110,3 +115,64 @@ def test_every_concern_has_one_documented_registration_hook():
         spec = getattr(hookspecs, hook_name)
         doc = spec.__doc__ or ""
         assert "Called once" in doc and ":param register:" in doc, hook_name
+
+
+def test_a_hook_wrapper_sees_every_registration_call():
+    """Hooks run through pluggy, so a wrapper wraps each plugin's registration call and
+    can tell who registers (``register.plugin``) and what (``register.concern``)."""
+    seen = []
+
+    class Watcher:
+        @hookimpl(wrapper=True)
+        def mmo_register_route_drivers(self, register):
+            seen.append((register.concern, register.plugin))
+            return (yield)
+
+    system = build_plugin_system(extra_plugins={"watcher": Watcher()})
+    assert sorted(seen) == [("route_drivers", "codex_builtin"), ("route_drivers", "codex_custom"),
+                            ("route_drivers", "scripted")]
+    assert system.registry.names("route_drivers") == ["codex_builtin", "codex_custom", "scripted"]
+
+
+def _mmo_plugins(env_extra: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MMO_TRACE_PLUGINS"}
+    env.update({"MMO_STATE_DIR": str(tmp_path / "state"),
+                "MMO_CONFIG_DIR": str(tmp_path / "config"), **env_extra})
+    return subprocess.run([str(Path(sys.executable).with_name("mmo")), "plugins"],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+                          timeout=60, check=True)
+
+
+def test_mmo_trace_plugins_logs_each_hook_call_and_registration(tmp_path):
+    traced = _mmo_plugins({"MMO_TRACE_PLUGINS": "1"}, tmp_path)
+    lines = traced.stderr.splitlines()
+    assert ("mmo plugins: call mmo_register_route_drivers(register=<register for scripted>) "
+            "on scripted") in lines
+    assert ("mmo plugins: scripted registered route_drivers driver 'scripted' "
+            "(mmo_scripted.driver.ScriptedRoute)") in lines
+    assert ("mmo plugins: switchyard registered tool_bridges driver 'switchyard' "
+            "(mmo_switchyard.driver.SwitchyardBridge)") in lines
+    calls = [line for line in lines if line.startswith("mmo plugins: call ")]
+    registrations = [line for line in lines if " registered " in line]
+    assert len(calls) == len(registrations) == sum(len(v) for v in BUILTIN_DRIVERS.values())
+
+    quiet = _mmo_plugins({}, tmp_path)
+    assert "mmo plugins:" not in quiet.stderr
+    assert quiet.stdout == traced.stdout
+
+
+def test_the_public_surface_imports_cheaply_and_resolves_every_name():
+    """``import mmo_kernel.plugin`` loads neither pydantic nor the manager's stevedore; each
+    exported name loads its module on first use."""
+    script = (
+        "import sys, mmo_kernel.plugin as p\n"
+        "assert not {'stevedore', 'pydantic', 'pluggy'} & set(sys.modules), sorted(sys.modules)\n"
+        "from mmo_kernel.plugin import RouteDriver, ToolBridge, hookimpl\n"
+        "assert 'stevedore' not in sys.modules\n"
+        "assert hookimpl is __import__('mmo_kernel').hookimpl\n"
+        "for name in p.__all__: getattr(p, name)\n"
+        "assert isinstance(p.tool_bridge('native_mcp'), ToolBridge)\n"
+        "assert issubclass(type(p.route_driver('scripted')), RouteDriver)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60,
+                   stdin=subprocess.DEVNULL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,13 @@ def plugin_site(tmp_path_factory) -> Path:
     """pip-install the fixture distribution into a private target dir."""
     target = tmp_path_factory.mktemp("site")
     build = tmp_path_factory.mktemp("build")
+    # a copy, so setuptools' build/ and egg-info never land in tests/fixtures/
+    source = build / "mmo-example-route"
+    shutil.copytree(FIXTURE, source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(FIXTURE)],
+         "--no-index", "--target", str(target), str(source)],
         check=True, stdin=subprocess.DEVNULL, cwd=build,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
     )
@@ -64,7 +69,7 @@ name = "Echo"
 driver = "example_echo"
 api_operator = "me"
 access_product = "local"
-options = { greeting = "hi" }
+options = { greeting = "Ahoy from the echo route" }
 
 [models.echo__echo_small]
 route = "echo"
@@ -75,7 +80,6 @@ maker = "me"
 
 def _team_on_echo(tmp_path: Path) -> Path:
     """A copy of a built-in team whose root runs on the third-party route."""
-    import shutil
     import tomllib
 
     from mmo_kernel.profiles.loading import locate_profile
@@ -113,3 +117,69 @@ def test_a_profile_compiles_with_a_route_on_the_plugins_driver(plugin_site, tmp_
     manifest = json.loads(compiled.stdout)
     assert manifest["profile_id"] == "echo-team"
     assert "echo__echo_small" in manifest["route_ids"].values()
+
+
+@pytest.mark.real_codex
+def test_a_session_on_the_plugins_route_runs_a_turn_through_its_driver(
+        plugin_site, mmo_env, mmo_git_workspace, monkeypatch, tmp_path):
+    """`mmo run` on the third-party route: the home points Codex at the gateway, the real
+    Codex sends its model request there, and the example driver's answer is the result."""
+    import tomllib
+
+    from support.real_codex import codex_binary
+
+    from mmo_kernel.gateway import stop_gateway
+
+    monkeypatch.setenv("MMO_CODEX_BIN", str(codex_binary()))
+    (mmo_env.config_dir / "catalog.d").mkdir(exist_ok=True)
+    (mmo_env.config_dir / "catalog.d" / "echo.toml").write_text(ECHO_FRAGMENT)
+    team = _team_on_echo(tmp_path)
+    try:
+        proc = run_mmo(["run", str(team), "Say hello back.", "--cwd", str(mmo_git_workspace),
+                        "--wall", "60", "--json"], plugin_site, {})
+    finally:
+        stop_gateway()
+    assert proc.returncode == 0, proc.stderr or proc.stdout[-3000:]
+    outcome = json.loads(proc.stdout)
+    assert outcome["status"] == "completed", outcome["session"].get("error")
+    # the words only the example driver puts together: its route's greeting, the user's input
+    assert outcome["result"] == "Ahoy from the echo route! You said: Say hello back."
+
+    session = outcome["session"]
+    root_home = session["homes"]["escalation_lead"]
+    config = tomllib.loads(Path(root_home["config_toml"]).read_text())
+    assert config["model"] == "echo__echo_small"
+    assert config["model_provider"] == "mmo_echo"
+    assert config["model_providers"]["mmo_echo"] == {
+        "name": "Echo", "base_url": f"{session['gateway_url']}/routes/echo/v1",
+        "wire_api": "responses"}
+
+    log = [json.loads(line) for line in
+           (mmo_env.state_dir / "gateway" / "requests.jsonl").read_text().splitlines()]
+    assert [(r["route"], r["model"], r["status"]) for r in log] == [
+        ("echo", "echo__echo_small", 200)]
+    # Codex charged the root exactly the usage the driver reported
+    assert session["root_usage"]["total_tokens"] == log[0]["usage"]["total_tokens"] > 0
+
+
+def test_a_route_fault_on_the_plugins_route_is_refused_by_name(plugin_site, mmo_env, mmo_standin,
+                                                                mmo_git_workspace, tmp_path):
+    """The example driver takes no ``fault=``: injecting one on its route is refused
+    with one line naming the route and the driver, not a TypeError."""
+    (mmo_env.config_dir / "catalog.d").mkdir(exist_ok=True)
+    (mmo_env.config_dir / "catalog.d" / "echo.toml").write_text(ECHO_FRAGMENT)
+    team = _team_on_echo(tmp_path)
+    script = ("import sys; from mmo_kernel.api import create_session; "
+              "create_session(sys.argv[1], cwd=sys.argv[2], route_faults={'echo': 'rate_limit'})")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, str(team), str(mmo_git_workspace)],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "PYTHONPATH": str(plugin_site)}, timeout=60)
+    finally:
+        from mmo_kernel.gateway import stop_gateway
+
+        stop_gateway()
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "TypeError" not in proc.stderr
+    assert "rate_limit" in last and "route echo" in last and "example_echo" in last, last

@@ -145,3 +145,13 @@ def test_list_jobs_newest_first_and_by_session(mmo_env):
                                                    first["job_id"]]
     assert [r["job_id"] for r in list_jobs("s1")] == [third["job_id"], first["job_id"]]
     assert [r["job_id"] for r in iter_job_records("s2")] == [second["job_id"]]
+
+
+def test_control_revision_is_zero_until_the_first_control(mmo_env):
+    from mmo_kernel.jobs.records import JobRecord, control_revision
+
+    fresh = read_job_record(write_job_record(minimal(new_job_id("w")))["job_id"])
+    assert control_revision(fresh) == 0 and JobRecord.model_validate(fresh).revision == 0
+    controlled = update_job(fresh["job_id"], control_revision=3)
+    assert control_revision(controlled) == 3
+    assert JobRecord.model_validate(read_job_record(fresh["job_id"])).revision == 3
