@@ -209,7 +209,8 @@ def read_job_record(job_id: str) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"no MMO job {job_id!r}")
     doc = read_record(path, lambda d: check_job_record(d, str(path)),
-                      retired=RETIRED_JOB_FIELDS, check_package=True, kind="job")
+                      retired=RETIRED_JOB_FIELDS, check_package=True, kind="job",
+                      schema_kind="job state")
     if doc["job_id"] != job_id:
         raise RecordError(f"{path}: job_id {doc['job_id']!r} does not match its directory")
     return doc

@@ -6,6 +6,7 @@ from typing import Any
 
 from mmo_kernel import package_version
 from mmo_kernel.sessions.records import (
+    installed_root_host,
     iter_session_records,
     read_run_record,
     run_ids,
@@ -36,13 +37,13 @@ def _runtime_current(record: dict[str, Any]) -> bool:
 
 
 def root_host_name(record: dict[str, Any]) -> str:
-    """The execution host of the session's root: its ``root_execution_host``.
+    """The execution host of the session's root: its ``root_execution_host``, which must be
+    installed (``root execution host is invalid`` otherwise).
 
     A record from before sessions recorded it runs on its root agent's profile host.
     """
-    host = record.get("root_execution_host")
-    if host:
-        return str(host)
+    if record.get("root_execution_host"):
+        return installed_root_host(record)
     from mmo_kernel.profiles.snapshots import snapshot_profile
 
     return snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]].host

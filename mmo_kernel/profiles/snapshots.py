@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mmo_kernel import package_version
 from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.config.toml_input import DocumentError
+from mmo_kernel.errors import format_validation_error
 from mmo_kernel.profiles.checks import check_profile
 from mmo_kernel.profiles.loading import locate_profile, parse_profile
 from mmo_kernel.profiles.resolve import apply_bindings, resolve_profile
@@ -38,6 +39,7 @@ from mmo_kernel.profiles.schema import (
 )
 from mmo_kernel.state import paths
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION, atomic_write_bytes
+from mmo_kernel.state.records import check_schema_version
 
 MANIFEST = "manifest.json"
 PROFILE_JSON = "profile.json"
@@ -204,9 +206,16 @@ def _read_manifest(directory: Path, snapshot_hash: str) -> SnapshotManifest:
     if path.is_symlink() or not path.is_file():
         raise _integrity_error(snapshot_hash, f"{MANIFEST} is missing")
     try:
-        return SnapshotManifest.model_validate(json.loads(path.read_bytes()))
-    except (ValueError, ValidationError) as exc:
+        doc = json.loads(path.read_bytes())
+    except ValueError as exc:
         raise _integrity_error(snapshot_hash, f"{MANIFEST} is invalid ({exc})") from None
+    if isinstance(doc, dict) and "schema_version" in doc:  # a missing one is an integrity failure
+        check_schema_version(doc, str(path), "snapshot")
+    try:
+        return SnapshotManifest.model_validate(doc)
+    except ValidationError as exc:
+        raise _integrity_error(snapshot_hash, f"{MANIFEST} is invalid "
+                               f"({format_validation_error(exc)})") from None
 
 
 def _present_files(directory: Path, snapshot_hash: str) -> set[str]:

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError
+from mmo_kernel.errors import RecordError, format_validation_error
 from mmo_kernel.state.files import (
     MMO_SCHEMA_VERSION,
     atomic_write_json,
@@ -39,6 +39,7 @@ RETIRED_SESSION_FIELDS = ("progress_interval_seconds", "timeout_seconds", "execu
                           "automatic_renewal_enabled")
 CREATING_MARKER = ".creating"
 """Present in a session directory until ``create_session`` has written its record."""
+_DRIVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ID_PATTERN = re.compile(r"^[0-9]{8}-[0-9]{6}-[a-z0-9-]{1,40}-[0-9a-f]{6}$")
 
 
@@ -110,7 +111,8 @@ class SessionRecord(StrictRecord):
     active_root_turn_id: str | None = None
     root_last_turn_id: str | None = None
     root_execution_host: str | None = None
-    """Checked against the installed execution hosts (``check_root_execution_host``)."""
+    """A driver name; whether a plugin provides it is checked where the host is used
+    (``installed_root_host``), so reading a record never loads every plugin."""
     root_execution_mode: Literal["goal", "turn"] | None = None
     root_goal_token_budget: int | None = None
     root_goal_status: str | None = None
@@ -141,6 +143,13 @@ class SessionRecord(StrictRecord):
     started_at: str | None = None
     finished_at: str | None = None
     last_active_at: str | None = None
+
+    @field_validator("root_execution_host")
+    @classmethod
+    def _host_name(cls, value: str | None) -> str | None:
+        if value is not None and not _DRIVER_NAME.match(value):
+            raise ValueError(f"root execution host is invalid: {value!r} is not a driver name")
+        return value
 
     @property
     def run_id(self) -> str | None:
@@ -199,24 +208,26 @@ def session_file(session_id: str, *parts: str) -> Path:
     return safe_path(state_dir(), "sessions", session_id, *parts, what="session file")
 
 
-def check_root_execution_host(doc: Mapping[str, Any], where: str = "session record") -> None:
-    """Refuse a ``root_execution_host`` that no installed plugin provides (``ValueError``)."""
-    name = doc.get("root_execution_host")
-    if name is None:
-        return
+def installed_root_host(record: Mapping[str, Any]) -> str:
+    """The session's ``root_execution_host``, refused unless an installed plugin provides it."""
     from mmo_kernel.plugin.manager import driver_names
 
+    name = record.get("root_execution_host")
     installed = driver_names("execution_hosts")
     if name not in installed:
         raise RecordError(
-            f"{where}: root execution host is invalid: {name!r} is not an installed execution "
-            f"host (installed: {', '.join(installed) or 'none'}); is its plugin installed? "
-            f"Run `mmo plugins`.")
+            f"session {record.get('session_id')}: root execution host is invalid: {name!r} is not "
+            f"an installed execution host (installed: {', '.join(installed) or 'none'}); is its "
+            "plugin installed? Run `mmo plugins`.")
+    return str(name)
 
 
 def _check_session(doc: dict[str, Any], where: str = "session record") -> dict[str, Any]:
-    SessionRecord.model_validate(doc)
-    check_root_execution_host(doc, where)
+    """Validate through the model; a problem is one readable line, never a pydantic dump."""
+    try:
+        SessionRecord.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
     return doc
 
 
@@ -228,7 +239,10 @@ def _check_run(doc: dict[str, Any]) -> dict[str, Any]:
     if doc.get("kind") != "initial":
         raise RecordError(f"run {doc.get('run_id')!r}: run kind must be initial, "
                           f"got {doc.get('kind')!r}")
-    RunRecord.model_validate(doc)
+    try:
+        RunRecord.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordError(f"run {doc.get('run_id')!r}: {format_validation_error(exc)}") from None
     return doc
 
 
@@ -238,7 +252,8 @@ def read_session_record(session_id: str) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"no MMO session {session_id!r}")
     return read_record(path, _validator(SessionRecord, str(path)),
-                       retired=RETIRED_SESSION_FIELDS, check_package=True, kind="session")
+                       retired=RETIRED_SESSION_FIELDS, check_package=True, kind="session",
+                       schema_kind="session state")
 
 
 def _validator(model: type[StrictRecord], where: str = "session record"):
@@ -262,7 +277,8 @@ def write_session_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def read_run_record(session_id: str, run_id: str) -> dict[str, Any]:
     path = session_file(session_id, "runs", run_id, "run.json")
-    return read_record(path, _validator(RunRecord), check_package=True, kind="session")
+    return read_record(path, _validator(RunRecord), check_package=True, kind="session",
+                       schema_kind="run state")
 
 
 def write_run_record(record: dict[str, Any]) -> dict[str, Any]:

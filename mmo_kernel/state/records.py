@@ -33,17 +33,21 @@ def is_exact_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_schema_version(doc: Mapping[str, Any], where: str) -> None:
-    """Refuse a document whose ``schema_version`` is not exactly ``MMO_SCHEMA_VERSION``."""
+def check_schema_version(doc: Mapping[str, Any], where: str, kind: str = "record") -> None:
+    """Refuse a document whose ``schema_version`` is not exactly ``MMO_SCHEMA_VERSION``.
+
+    ``kind`` names the document in the message (spec 02: ``unsupported session
+    state schema``, ``unsupported job state schema``, ...).
+    """
     if "schema_version" not in doc:
         raise RecordError(
-            f"{where}: unsupported schema: schema_version is missing "
+            f"{where}: unsupported {kind} schema: schema_version is missing "
             f"(this MMO reads schema_version = {MMO_SCHEMA_VERSION})"
         )
     value = doc["schema_version"]
     if not is_exact_int(value) or value != MMO_SCHEMA_VERSION:
         raise RecordError(
-            f"{where}: unsupported schema_version {value!r} "
+            f"{where}: unsupported {kind} schema: schema_version {value!r} "
             f"(this MMO reads schema_version = {MMO_SCHEMA_VERSION}, an int)"
         )
 
@@ -53,7 +57,7 @@ def check_package_version(doc: Mapping[str, Any], where: str, kind: str = "sessi
     current = package_version()
     found = doc.get("package_version")
     if found != current:
-        raise RuntimeError(
+        raise RecordError(
             f"persistent {kind} package must be {current}; {where} was written by "
             f"package version {found!r}. Use the MMO version that created it."
         )
@@ -83,20 +87,22 @@ def read_record(
     retired: Iterable[str] = (),
     check_package: bool = False,
     kind: str = "session",
+    schema_kind: str = "record",
 ) -> Any:
     """Read, strictly check and validate one JSON record.
 
     ``validator`` is a pydantic model class (validated strictly) or a
     callable taking the document. Unreadable or invalid JSON, a non-object,
-    a wrong schema version, retired fields or validation failures raise
-    ``ValueError`` naming ``path``; a foreign package version raises
-    ``RuntimeError``; a missing file ``FileNotFoundError``.
+    a wrong schema version (``unsupported <schema_kind> schema``), retired
+    fields, validation failures and a foreign package version (``persistent
+    <kind> package must be ...``) raise ``ValueError`` naming ``path``; a
+    missing file ``FileNotFoundError``.
     """
     where = str(path)
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise RecordError(f"{where}: a record must be a JSON object, got {type(doc).__name__}")
-    check_schema_version(doc, where)
+    check_schema_version(doc, where, schema_kind)
     reject_retired_fields(doc, retired, where)
     if check_package:
         check_package_version(doc, where, kind)

@@ -60,7 +60,7 @@ def _load_fragment(path: Path) -> dict[str, ToolServer]:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: invalid TOML: {exc}") from None
-    check_schema_version(doc, str(path))
+    check_schema_version(doc, str(path), "tool servers")
     unknown = sorted(set(doc) - {"schema_version", "tool_mcp_servers"})
     if unknown:
         raise ValueError(f"{path}: unknown keys: {', '.join(unknown)}")

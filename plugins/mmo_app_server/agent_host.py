@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from typing import Any
 from mmo_kernel import package_version
 from mmo_kernel.host_api import process_start_token, terminate_process_groups
 from mmo_kernel.hosts import ControlServer, app_server_socket_path, write_partial
+from mmo_kernel.plugin import ToolBridge, opt_ins_by_bridge, tool_bridge
+from mmo_kernel.tools import load_tool_servers
 
 from .approvals import ApprovalPolicy
 from .client import KEEP_PENDING, AppServerClient
@@ -99,7 +101,9 @@ class AgentHost(ABC):
         self.max_recoveries = max_recoveries
         self.approval_policy = "never"
         self.on_pending: Callable[[list[dict[str, Any]]], None] | None = None
-        self.bridge: Any = None
+        self.bridges: dict[str, ToolBridge] = {}
+        """Bridges serving this agent's tools as dynamic tools, by bridge name."""
+        self.tool_owners: dict[str, ToolBridge] = {}
         self.dynamic_tools: list[dict[str, Any]] = []
 
     # -- persistence, supplied by subclasses --------------------------------
@@ -134,34 +138,43 @@ class AgentHost(ABC):
         if extra:
             self.record = self.store(**extra)
 
-    def switchyard_opt_ins(self) -> dict[str, Any]:
-        """Tool servers this agent reaches through the dynamic-tool bridge."""
+    def start_tool_bridges(self) -> None:
+        """Ask each bridge the agent's opt-ins name for dynamic tools; keep those that serve some.
+
+        A bridge that renders its servers into Codex's config (``native_mcp``)
+        serves none here and is closed at once.
+        """
         spec = getattr(self, "spec", None)
-        if spec is None:
-            return {}
-        return {name: opt for name, opt in spec.tool_mcp_servers.items()
-                if opt.bridge == "switchyard"}
-
-    def start_tool_bridge(self) -> None:
-        """Connect the agent's switchyard servers; their tools become dynamic tools."""
-        opt_ins = self.switchyard_opt_ins()
-        if not opt_ins or self.bridge is not None:
+        if spec is None or self.bridges:
             return
-        from mmo_kernel.plugin import plugin_system
-        from mmo_kernel.tools import load_tool_servers
-
+        grouped = opt_ins_by_bridge(spec.tool_mcp_servers)
+        if not grouped:
+            return
         servers = load_tool_servers()
-        bridge_class = plugin_system().registry.driver_class("tool_bridges", "switchyard")
-        self.bridge = bridge_class(preserve_tool_media=self.preserves_tool_media(),
-                                   env=self.environment(), stderr_dir=self.stderr_path.parent)
-        self.dynamic_tools = self.bridge.dynamic_tools(servers, opt_ins)
+        for name, opt_ins in sorted(grouped.items()):
+            bridge = tool_bridge(name, env=self.environment(), stderr_dir=self.stderr_path.parent,
+                                 preserve_tool_media=self.preserves_tool_media())
+            tools = bridge.dynamic_tools(servers, opt_ins)
+            if not tools:
+                bridge.close()
+                continue
+            self.bridges[name] = bridge
+            self.dynamic_tools.extend(tools)
+            self.tool_owners.update(dict.fromkeys(bridge.alias_table(servers, opt_ins), bridge))
+
+    def tool_call(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """An ``item/tool/call`` for the bridge that offered the tool (one bridge: always it,
+        so its own message names an unknown tool)."""
+        owner = self.tool_owners.get(params.get("tool"))  # type: ignore[arg-type]
+        bridge = owner or next(iter(self.bridges.values()))
+        return bridge.handle_tool_call(params)
 
     def preserves_tool_media(self) -> bool:
         """Whether the agent's route carries images back from tools."""
         return False
 
     def spawn_app_server(self) -> None:
-        self.start_tool_bridge()
+        self.start_tool_bridges()
         self.client = self.open_client(
             recorder=jsonl_recorder(self.events_path),
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
@@ -170,7 +183,7 @@ class AgentHost(ABC):
         recorded = (self.record.get(self.fields.app_pid), self.record.get(self.fields.app_token))
         if recorded != (self.client.pid, self.client.start_token):  # else on record already
             self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
-        self.client.initialize(experimental_api=self.bridge is not None)
+        self.client.initialize(experimental_api=bool(self.bridges))
 
     def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
         """On record before any handshake, so a cancel during bootstrap kills it."""
@@ -340,8 +353,8 @@ class AgentHost(ABC):
         """Bridged tool calls go to their MCP server; anything the approval policy does
         not answer waits for a control ``respond``."""
         assert self.client is not None
-        if request.method == "item/tool/call" and self.bridge is not None:
-            return self.bridge.handle_tool_call(request.params)
+        if request.method == "item/tool/call" and self.bridges:
+            return self.tool_call(request.params)
         pending = self.client.pending_server_requests() + [request.public()]
         if self.on_pending is not None:
             self.on_pending(pending)
@@ -468,8 +481,8 @@ class AgentHost(ABC):
         if self.control_server is not None:
             self.control_server.close()
         self.close_client()
-        if self.bridge is not None:
-            self.bridge.close()
+        for bridge in self.bridges.values():
+            bridge.close()
         pgid = self.record.get(self.fields.app_pgid)
         if isinstance(pgid, int):
             try:

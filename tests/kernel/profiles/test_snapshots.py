@@ -223,6 +223,18 @@ def test_an_unreadable_manifest_fails_integrity(make_profile):
         load_snapshot(snap["manifest"]["snapshot_hash"])
 
 
+@pytest.mark.parametrize("bad", [True, None, "1", 999])
+def test_a_manifest_of_another_schema_is_an_unsupported_snapshot_schema(make_profile, bad):
+    snap = compile_profile(make_profile())
+    manifest_path = snap["directory"] / "manifest.json"
+    writable(manifest_path)
+    doc = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**doc, "schema_version": bad}))
+    with pytest.raises(ValueError, match="unsupported snapshot schema") as caught:
+        load_snapshot(snap["manifest"]["snapshot_hash"])
+    assert str(manifest_path) in str(caught.value)
+
+
 def test_recompiling_over_a_tampered_snapshot_refuses(make_profile):
     folder = make_profile()
     snap = compile_profile(folder)

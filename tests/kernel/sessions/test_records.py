@@ -63,10 +63,21 @@ def test_round_trip_and_enumeration_newest_first():
 def test_schema_version_must_be_the_exact_int(bad):
     sid = make_session()["session_id"]
     rewrite(sid, schema_version=bad)
-    with pytest.raises(ValueError, match="unsupported"):
+    with pytest.raises(ValueError, match="unsupported session state schema"):
         read_session_record(sid)
     with pytest.raises(RuntimeError, match="invalid session state"):
         iter_session_records()
+
+
+def test_a_bad_field_is_one_line_naming_the_file_not_a_pydantic_dump():
+    sid = make_session()["session_id"]
+    rewrite(sid, status=5)
+    with pytest.raises(ValueError) as caught:
+        read_session_record(sid)
+    message = str(caught.value)
+    assert message.startswith(str(session_file(sid, "session.json")))
+    assert "status" in message and "\n" not in message
+    assert "validation error for" not in message
 
 
 def test_foreign_package_version_is_rejected_in_place():
@@ -74,7 +85,7 @@ def test_foreign_package_version_is_rejected_in_place():
     rewrite(sid, package_version="0.0.1")
     before = session_file(sid, "session.json").read_bytes()
     expected = f"persistent session package must be {package_version()}"
-    with pytest.raises(RuntimeError, match=expected):
+    with pytest.raises(ValueError, match=expected):
         read_session_record(sid)
     assert session_file(sid, "session.json").read_bytes() == before
 

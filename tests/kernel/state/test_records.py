@@ -40,8 +40,8 @@ def test_schema_version_must_be_exactly_the_int(value):
 
 
 def test_missing_schema_version_is_unsupported():
-    with pytest.raises(ValueError, match="unsupported schema"):
-        check_schema_version({}, "run.json")
+    with pytest.raises(ValueError, match="unsupported run state schema: schema_version is missing"):
+        check_schema_version({}, "run.json", "run state")
 
 
 def test_current_schema_version_passes():
@@ -51,10 +51,9 @@ def test_current_schema_version_passes():
 @pytest.mark.parametrize("found", ["0.0.1", None, 1])
 def test_foreign_package_version_is_rejected(found):
     doc = {"package_version": found} if found is not None else {}
-    with pytest.raises(RuntimeError) as caught:
+    with pytest.raises(ValueError) as caught:
         check_package_version(doc, "session.json")
     assert str(caught.value).startswith(f"persistent session package must be {package_version()}")
-    assert not isinstance(caught.value, ValueError)
 
 
 def test_matching_package_version_passes():
@@ -95,7 +94,7 @@ def test_read_record_names_the_path_of_unreadable_records(tmp_path, content):
 def test_read_record_checks_schema_before_the_validator(tmp_path):
     calls = []
     path = write(tmp_path / "x.json", good_doc(schema_version=True))
-    with pytest.raises(ValueError, match="unsupported schema_version True"):
+    with pytest.raises(ValueError, match="unsupported record schema: schema_version True"):
         read_record(path, calls.append)
     assert calls == []
 
@@ -105,7 +104,7 @@ def test_read_record_rejects_retired_fields_and_foreign_packages(tmp_path):
     with pytest.raises(ValueError, match="retired fields .*legacy_token"):
         read_record(path, dict, retired={"legacy_token"})
     path = write(tmp_path / "b.json", good_doc(package_version="9.9.9"))
-    with pytest.raises(RuntimeError, match="persistent job package must be"):
+    with pytest.raises(ValueError, match="persistent job package must be"):
         read_record(path, dict, check_package=True, kind="job")
     assert read_record(path, dict)["package_version"] == "9.9.9"
 

@@ -69,8 +69,8 @@ def test_a_hand_written_minimal_record_is_readable(mmo_env):
     (lambda d: d.update(timeout_seconds=30), ValueError, "retired fields are not supported: "
                                                           "timeout_seconds"),
     (lambda d: d.update(output_schema_path="/x.json"), ValueError, "output_schema_path"),
-    (lambda d: d.update(schema_version=2), ValueError, "unsupported schema_version"),
-    (lambda d: d.update(package_version="0.0.0-other"), RuntimeError,
+    (lambda d: d.update(schema_version=2), ValueError, "unsupported job state schema"),
+    (lambda d: d.update(package_version="0.0.0-other"), ValueError,
      "persistent job package must be"),
 ])
 def test_invalid_records_are_refused_by_name(mmo_env, mutate, error, phrase):
