@@ -12,6 +12,15 @@ import sys
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+MCP_HELP = """usage: mmo mcp
+
+Run the mmo_mesh MCP server on stdio: JSON-RPC, one message per line.
+
+Agents start it themselves: MMO writes it into every agent's Codex config as
+[mcp_servers.mmo_mesh], with the agent's identity and capability token in its
+environment. Run by hand, it answers `initialize` and `tools/list`, and refuses
+tool calls from a caller it cannot verify. See docs/mcp.md.
+"""
 
 COMMAND_MODULES = (
     "plugins_cmd", "jobs_cmd", "sessions_cmd", "profiles_cmd", "catalog_cmd", "gateway_cmd",
@@ -46,6 +55,9 @@ def build_parser():
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["mcp"]:
+        if any(a in ("-h", "--help") for a in args_list[1:]):
+            print(MCP_HELP, end="")
+            return EXIT_OK
         from mmo_kernel.mcp.server import main as mesh_main
 
         return mesh_main(args_list[1:])
@@ -56,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `mmo jobs | head -1`: the reader has all it wanted
+        _silence_stdout()
+        return EXIT_OK
     except KeyboardInterrupt:
         print("mmo: interrupted", file=sys.stderr)
         return 130
@@ -67,3 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"mmo: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 
 import pytest
 
 from mmo_kernel.cli import build_parser, main
 
-from .conftest import mmo, one_line_error
+from .conftest import MMO, mmo, one_line_error
 
 
 def _command_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -80,3 +82,29 @@ def test_bad_values_are_refused_before_anything_starts(mmo_env):
                    "--wall must be a positive number")
     one_line_error(mmo("clean", "--job-days", "-1"), "retention days must not be negative")
     assert not (mmo_env.state_dir / "sessions").exists()
+
+
+def test_mcp_help_teaches_instead_of_starting_the_server():
+    """With stdin left open, a server would wait for input; help returns at once."""
+    proc = subprocess.Popen([MMO, "mcp", "--help"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.startswith("usage: mmo mcp")
+    assert "mcp_servers.mmo_mesh" in out and err == ""
+
+
+def test_a_closed_pipe_ends_output_quietly():
+    """``mmo plugins | head -0``: the reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([MMO, "plugins"], stdout=write_end, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0
+    assert done.stderr == ""

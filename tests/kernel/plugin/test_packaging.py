@@ -35,3 +35,9 @@ def test_the_standin_ships_as_its_own_console_script_and_pytest_plugin():
     assert project["scripts"]["mmo-codex-standin"] == f"{STANDIN}.main:main"
     assert project["entry-points"]["pytest11"][STANDIN] == f"{STANDIN}.fixtures"
     assert not (ROOT / "mmo_kernel" / "standin").exists()
+
+
+def test_the_license_is_an_spdx_expression():
+    """A table is deprecated by setuptools and printed a warning on every install."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
