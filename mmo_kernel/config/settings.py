@@ -21,6 +21,10 @@ from mmo_kernel.state.paths import ensure_private_dir, settings_path
 from mmo_kernel.state.records import is_exact_int
 
 CODEX_BIN_ENV = "MMO_CODEX_BIN"
+AUTO_CODEX_BIN = "codex"
+"""``codex_bin``'s default: find Codex (the checkout's pinned CLI, else ``codex`` on PATH)."""
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout MMO runs from (for a pip install, site-packages, which has no ``.codex-cli``)."""
 
 
 class Settings(BaseModel):
@@ -30,9 +34,10 @@ class Settings(BaseModel):
 
     schema_version: int = Field(default=MMO_SCHEMA_VERSION, description="Format of this file.")
     codex_bin: str = Field(
-        default="codex",
-        description="Codex executable: a name on PATH or a path. MMO_CODEX_BIN overrides "
-        "it. Resolved and pinned per session when the session is created.",
+        default=AUTO_CODEX_BIN,
+        description='Codex executable: a name on PATH or a path; "codex" finds the pinned '
+        "CLI of an MMO checkout, else codex on PATH. MMO_CODEX_BIN overrides it. Resolved "
+        "and pinned per session when the session is created.",
     )
     auth_link_mode: Literal["shared", "copy"] = Field(
         default="shared",
@@ -202,8 +207,34 @@ def configured_codex_bin() -> str:
     return explicit if explicit else load_settings().codex_bin
 
 
-def resolve_codex_binary() -> Path:
-    """The absolute native executable a new session pins as ``codex_binary``."""
-    from mmo_kernel.hosts.codex_cli import resolve_native
+def resolve_codex_binary(project_root: Path | None = None) -> Path:
+    """The native Codex executable every command uses, found one way for all of them.
 
-    return resolve_native(configured_codex_bin())
+    In order: ``MMO_CODEX_BIN``; ``settings.toml``'s ``codex_bin`` when set to
+    anything but its default ``codex``; the pinned CLI of this source checkout
+    (``.codex-cli/``, what ``make setup`` installs); ``codex`` on ``PATH``. An npm
+    launcher resolves to the native binary it wraps. Sessions pin the result.
+    """
+    from mmo_kernel.hosts.codex_cli import project_codex
+
+    explicit = os.environ.get(CODEX_BIN_ENV, "")
+    if explicit:
+        return _native(explicit, CODEX_BIN_ENV)
+    configured = load_settings().codex_bin
+    if configured != AUTO_CODEX_BIN:
+        return _native(configured, "settings.toml codex_bin")
+    pinned = project_codex(project_root or SOURCE_ROOT)
+    return pinned if pinned is not None else _native(AUTO_CODEX_BIN, "PATH")
+
+
+def _native(executable: str, origin: str) -> Path:
+    from mmo_kernel.hosts.codex_cli import PINNED_CODEX_VERSION, resolve_native
+
+    try:
+        return resolve_native(executable)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"codex executable {executable!r} ({origin}) was not found; set {CODEX_BIN_ENV} to "
+            f"a Codex executable, run `mmo settings set codex_bin PATH`, or install Codex "
+            f"{PINNED_CODEX_VERSION} (`npm install -g @openai/codex@{PINNED_CODEX_VERSION}`; "
+            "in an MMO checkout `make setup` installs it into .codex-cli/)") from None

@@ -43,18 +43,20 @@ class DemoOutcome:
 
 
 def choose_codex(project_root: Path) -> tuple[Path, str]:
-    """``MMO_CODEX_BIN`` if set, else the pinned real Codex, else the stand-in."""
-    from mmo_kernel.hosts.codex_cli import project_codex
+    """The Codex every command finds (``resolve_codex_binary``), else the stand-in: the demo
+    runs on any machine. An explicit choice that does not exist is an error, not a fallback."""
+    from mmo_kernel.config.settings import CODEX_BIN_ENV, resolve_codex_binary
 
-    chosen = os.environ.get("MMO_CODEX_BIN")
-    if chosen:
-        path = Path(chosen)
-    else:
-        path = project_codex(project_root) or Path(sys.executable).parent / STANDIN_NAME
-    mode = "stand-in" if path.name == STANDIN_NAME else "real Codex"
-    if not path.is_file():
-        raise FileNotFoundError(f"Codex executable {path} does not exist")
-    return path, mode
+    try:
+        path = resolve_codex_binary(project_root)
+    except FileNotFoundError:
+        if os.environ.get(CODEX_BIN_ENV):
+            raise
+        path = Path(sys.executable).parent / STANDIN_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"Codex stand-in {path} does not exist; reinstall MMO "
+                                    "(pip install -e .)") from None
+    return path, "stand-in" if path.name == STANDIN_NAME else "real Codex"
 
 
 def prepare_env(folder: Path, keep: bool) -> Path:
