@@ -24,7 +24,7 @@ tool calls from a caller it cannot verify. See docs/mcp.md.
 
 COMMAND_MODULES = (
     "plugins_cmd", "jobs_cmd", "sessions_cmd", "profiles_cmd", "catalog_cmd", "gateway_cmd",
-    "maintenance_cmd", "settings_cmd", "demo_cmd",
+    "maintenance_cmd", "settings_cmd", "demo_cmd", "doctor_cmd",
 )
 
 
