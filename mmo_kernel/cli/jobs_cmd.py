@@ -105,7 +105,7 @@ def run_trace(args: argparse.Namespace) -> int:
         flags = "truncated" if rec.get("trace_record_truncated") else ""
         rows.append((rec["record_cursor"], rec.get("direction", ""), what, flags))
     table(("line", "direction", "method", "note"), rows)
-    if page["next_cursor"] is not None:
+    if page["has_more"]:
         print(f"more: mmo job trace {args.job_id} --cursor {page['next_cursor']}", file=sys.stderr)
     return 0
 

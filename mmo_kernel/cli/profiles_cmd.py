@@ -50,7 +50,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     loaded = load_profile(args.profile)
     doc = loaded.profile
-    agents = agent_rows(doc, load_catalog())
+    agents = agent_rows(doc, load_catalog(isolate_fragments=True))
     if args.json:
         print_json({"id": doc.id, "origin": loaded.origin, "path": str(loaded.folder),
                     "description": doc.description, "root_agent": doc.root_agent,

@@ -65,6 +65,10 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"the wall limit expired; the root keeps working. Partial result: "
               f"{session.get('partial_result_path')}. Follow it with `mmo session show {sid}`.",
               file=sys.stderr)
+    if outcome.get("root_status") == "root_completion_deferred":
+        jobs = ", ".join(session.get("root_completion_deferred_jobs") or [])
+        print(f"the root finished; its completion waits for running workers ({jobs}). "
+              f"Follow it with `mmo session show {sid}`.", file=sys.stderr)
     for request in outcome.get("pending_requests") or []:
         print(f"awaiting operator input: {short(request, 100)} "
               f"(answer with `mmo continue {sid} --input TEXT`)", file=sys.stderr)

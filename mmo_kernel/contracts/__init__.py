@@ -10,6 +10,9 @@ contract. This package is its public surface:
   as a strict ``outputSchema``; ``None`` when it can);
 - checks: :func:`check_result` gives a :class:`ContractCheck` for an agent's
   final message;
+- prompts: :func:`with_contract` (a task followed by its schema) and
+  :func:`repair_prompt` (the single repair turn's input, starting with
+  :data:`REPAIR_PREFIX`), for transports whose schema travels as text;
 - schema instances: :func:`instance_for_schema` and
   :func:`invalid_instance_for_schema` give deterministic values a schema
   accepts or rejects (offline models and the Codex stand-in answer with
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
         instance_for_schema,
         invalid_instance_for_schema,
     )
+    from mmo_kernel.contracts.prompts import REPAIR_PREFIX, repair_prompt, with_contract
     from mmo_kernel.contracts.schemas import (
         load_schema,
         projection_problem,
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "REPAIR_PREFIX",
     "ContractCheck",
     "SchemaInstanceError",
     "check_result",
@@ -47,8 +52,10 @@ __all__ = [
     "invalid_instance_for_schema",
     "load_schema",
     "projection_problem",
+    "repair_prompt",
     "resolve_contract_file",
     "shared_contracts_dir",
+    "with_contract",
 ]
 
 __getattr__ = lazy_exports(__name__, {
@@ -56,6 +63,7 @@ __getattr__ = lazy_exports(__name__, {
     "mmo_kernel.contracts.instance": (
         "SchemaInstanceError", "instance_for_schema", "invalid_instance_for_schema",
     ),
+    "mmo_kernel.contracts.prompts": ("REPAIR_PREFIX", "repair_prompt", "with_contract"),
     "mmo_kernel.contracts.schemas": (
         "load_schema", "projection_problem", "resolve_contract_file", "shared_contracts_dir",
     ),

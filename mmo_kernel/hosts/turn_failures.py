@@ -22,6 +22,10 @@ _TRANSPORT_WORDS = ("stream disconnected", "disconnected", "connection reset", "
                     "timeout", "transport", "reconnecting", "broken pipe")
 _TOOL_ARGUMENT_WORDS = ("failed to parse function arguments", "invalid tool arguments",
                         "malformed tool", "tool call arguments")
+_BAD_REQUEST = re.compile(r"\b400 bad request\b|\binvalid_request_error\b", re.IGNORECASE)
+_BAD_REQUEST_INFOS = {"badRequest", "invalidRequest"}
+PROVIDER_REJECTED = "Provider rejected the request as invalid"
+"""The ``summary`` of a provider's bad request (HTTP 400); the raw text stays in ``message``."""
 _USAGE_INFOS = {"usageLimitExceeded", "rateLimitExceeded", "quotaExceeded"}
 _TRANSPORT_INFOS = {"internalServerError", "responseStreamDisconnected",
                     "responseStreamConnectionFailed", "serverOverloaded",
@@ -68,7 +72,11 @@ def _zone_offset(zone: str) -> timezone:
 
 
 def normalize_turn_failure(turn: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``None`` for a turn that did not fail, else ``{kind, retryable, message, ...}``."""
+    """``None`` for a turn that did not fail, else ``{kind, retryable, message, ...}``.
+
+    ``message`` is the provider's text as reported; a bad request also gets
+    ``summary`` (:data:`PROVIDER_REJECTED`), the line a record's ``error`` shows.
+    """
     if not turn or turn.get("status") != "failed":
         return None
     error = turn.get("error") or {}
@@ -80,6 +88,9 @@ def normalize_turn_failure(turn: dict[str, Any] | None) -> dict[str, Any] | None
     if names & _USAGE_INFOS or any(word in lowered for word in _USAGE_WORDS) or status == 429:
         return {"kind": "provider_usage_limited", "retryable": True, "message": message,
                 **_retry_fields(message)}
+    if names & _BAD_REQUEST_INFOS or status == 400 or _BAD_REQUEST.search(message):
+        return {"kind": "turn_failed", "retryable": False, "message": message,
+                "summary": PROVIDER_REJECTED, "http_status": 400}
     if any(word in lowered for word in _TOOL_ARGUMENT_WORDS):
         return {"kind": "malformed_tool_arguments", "retryable": False, "message": message}
     if (names & _TRANSPORT_INFOS or any(word in lowered for word in _TRANSPORT_WORDS)

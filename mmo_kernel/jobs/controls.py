@@ -25,7 +25,7 @@ from mmo_kernel.hosts.control_socket import (
 )
 from mmo_kernel.jobs.authority import check_caller_job, load_session_job, require_authority
 from mmo_kernel.jobs.control_lock import job_control_lock
-from mmo_kernel.jobs.listing import load_job, retire_hosts, runner_alive, write_job_partial
+from mmo_kernel.jobs.listing import host_answers, load_job, retire_hosts, write_job_partial
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     TERMINAL_JOB_STATUSES,
@@ -313,7 +313,7 @@ def control_job(job_id: str, action: str, session_id: str, caller_agent: str | N
         if record["status"] in TERMINAL_JOB_STATUSES:
             raise RuntimeError(f"job {job_id} is {record['status']}; a finished job takes no "
                                "controls")
-        if runner_alive(record):
+        if host_answers(record):
             if not record.get("control_socket_ready"):
                 raise RuntimeError(f"job {job_id}'s host is still starting (control socket not "
                                    "ready); nothing changed, retry shortly")
@@ -331,7 +331,7 @@ def control_job(job_id: str, action: str, session_id: str, caller_agent: str | N
 
 
 def _live_view(record: dict[str, Any]) -> dict[str, Any] | None:
-    if not (runner_alive(record) and record.get("control_socket_ready")):
+    if not (host_answers(record) and record.get("control_socket_ready")):
         return None
     try:
         reply = send_control_request(socket_path(record), {"action": "inspect"},

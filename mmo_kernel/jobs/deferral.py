@@ -26,10 +26,12 @@ def recoverable_jobs(session_id: str) -> list[str]:
     return [r["job_id"] for r in list_jobs(session_id) if holds_capacity(r)]
 
 
-def defer_root_completion(session_id: str) -> list[str]:
+def defer_root_completion(session_id: str, **fields: Any) -> list[str]:
     """Defer a finished root's completion while jobs run; returns the pending job ids.
 
-    With nothing pending this changes nothing and returns ``[]``. The audit
+    With nothing pending this changes nothing and returns ``[]``. ``fields``
+    (e.g. the root's partial result) are written in the same update as the
+    deferral, so a watcher that sees it deferred sees them too. The audit
     event is written once per deferral (not again while already deferred).
     """
     pending = recoverable_jobs(session_id)
@@ -38,7 +40,7 @@ def defer_root_completion(session_id: str) -> list[str]:
     session = read_session_record(session_id)
     already = session.get("root_completion_deferred") is True
     transition(session_id, "detached", root_completion_deferred=True,
-               root_completion_deferred_jobs=pending)
+               root_completion_deferred_jobs=pending, **fields)
     if not already:
         run_id = session_run_id(session) or ""
         append_audit(session_file(session_id, "audit.jsonl"), "root_completion_deferred",

@@ -43,6 +43,13 @@ def runner_alive(record: dict[str, Any]) -> bool:
     return process_matches(record.get("runner_pid"), record.get("runner_start_token"))
 
 
+def host_answers(record: dict[str, Any]) -> bool:
+    """Whether the job's host can still take a control. A host publishes ``suspended``
+    only after it retired its control socket and app-server, so a suspended job's
+    runner that is still exiting never answers: controls take the host-less path."""
+    return record["status"] != "suspended" and runner_alive(record)
+
+
 def app_server_alive(record: dict[str, Any]) -> bool:
     return process_matches(record.get("app_server_pid"), record.get("app_server_start_token"))
 

@@ -83,6 +83,23 @@ def input_sha256(task: _Literal) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+def literal_contract(schema: dict[str, Any], operation: str, digest: str) -> dict[str, Any]:
+    """The agent's contract held to this one task: ``operation`` and ``input_sha256`` pinned.
+
+    The result must name exactly the operation and input it answers; pinning them in
+    the schema makes that part of the contract (a constraining transport sends it as
+    the ``outputSchema``, so the model cannot name anything else, and a result that
+    does fails validation). A schema without those properties is returned unchanged.
+    """
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    pinned = {name: {"type": "string", "enum": [value]}
+              for name, value in (("operation", operation), ("input_sha256", digest))
+              if name in properties}
+    return {**schema, "properties": {**properties, **pinned}} if pinned else schema
+
+
 def literal_task_text(task: _Literal) -> str:
     """The task text delivered to the agent, ending with the exact result shape."""
     digest = input_sha256(task)

@@ -71,6 +71,17 @@ def safe_job_file(record: dict[str, Any], field: str) -> Path | None:
     return Path(real)
 
 
+def check_result_paths(record: dict[str, Any]) -> None:
+    """Refuse the record if any result path it names leaves the job directory.
+
+    Every recorded path is checked, also one this read would not open: a
+    record pointing anywhere else is not trusted at all.
+    """
+    for field in RESULT_FILES:
+        if record.get(field) is not None:
+            safe_job_file(record, field)
+
+
 def read_job_text(record: dict[str, Any], field: str) -> str | None:
     """The UTF-8 text of a result file (no symlinked leaf), or ``None`` if it is absent."""
     path = safe_job_file(record, field)
@@ -162,6 +173,7 @@ def read_result(job_id: str, session_id: str, cursor: int = 0,
     if caller_job_id is not None:
         check_caller_job({"session_id": session_id, "root_agent": None}, caller_agent,
                          caller_job_id)
+    check_result_paths(record)
     kind, text = current_result(record)
     total = len(text)
     structured, value = _structured(record) if kind == "final" else (False, None)
@@ -239,5 +251,5 @@ def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str |
     return public_job(read_job_record(job_id))
 
 
-__all__ = ["accept_result", "current_result", "read_job_text", "read_result", "reject_result",
-           "safe_job_file"]
+__all__ = ["accept_result", "check_result_paths", "current_result", "read_job_text",
+           "read_result", "reject_result", "safe_job_file"]

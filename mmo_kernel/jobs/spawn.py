@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from mmo_kernel.hosts.goals import cap_objective
 from mmo_kernel.jobs.admission import Admitted, Context, admit, load_context, parse_requests
+from mmo_kernel.jobs.literal import literal_contract
 from mmo_kernel.jobs.records import (
     job_dir,
     job_execution_host,
@@ -58,6 +59,8 @@ def _contract_fields(ctx: Context, item: Admitted) -> dict[str, Any]:
     if item.spec.output_contract is None:
         return {}
     schema = snapshot_contract(ctx.session["snapshot_hash"], item.agent)
+    if item.literal_task is not None and item.literal_input_sha256:
+        schema = literal_contract(schema, item.literal_task["operation"], item.literal_input_sha256)
     return {"output_contract": schema, "contract_enforcement": item.spec.contract_enforcement,
             "contract_transport": item.spec.contract_transport}
 

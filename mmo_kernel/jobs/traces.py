@@ -161,7 +161,8 @@ def trace_page(job_id: str, record: dict[str, Any], cursor: int, limit: int) -> 
         "status": record["status"],
         "records": records,
         "cursor": cursor,
-        "next_cursor": index if index < len(lines) else None,
+        "next_cursor": records[-1]["record_cursor"] + 1 if records else cursor,
+        "has_more": index < len(lines),
         "private_reasoning_included": False,
         "trace_bound_bytes": TRACE_BOUND_BYTES,
     }
@@ -224,7 +225,8 @@ def _authorized(job_id: str, session_id: str, caller_agent: str | None,
 def read_trace(job_id: str, session_id: str, caller_agent: str | None = None, cursor: int = 0,
                limit: int = 50, caller_job_id: str | None = None) -> dict[str, Any]:
     """A page of the job's filtered event records from line ``cursor`` (root, ancestors or
-    a sibling granted ``trace``); ``next_cursor`` is None once the log is exhausted."""
+    a sibling granted ``trace``); ``next_cursor`` is the line after the last record returned
+    (the same cursor when none was), so a live log is tailed by calling again with it."""
     record = _authorized(job_id, session_id, caller_agent, caller_job_id)
     return trace_page(job_id, record, cursor, limit)
 

@@ -25,7 +25,7 @@ POLL_SECONDS = 0.05
 RECONCILE_SECONDS = 1.0
 PREVIEW_CHARS = 4000
 RESULT_READING_NOTE = (
-    "Each results entry is a bounded preview (at most 4000 characters; truncated = true when "
+    "The results are bounded previews (at most 4000 characters each; truncated = true when "
     "the result is longer). Read the full result with agent_result (read_result), following "
     "next_cursor until it is null."
 )

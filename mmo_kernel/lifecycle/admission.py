@@ -17,15 +17,28 @@ from mmo_kernel.sessions.state import client_alive, update_session
 TAINTED_REMOVED_TOOLS = ("agent_spawn", "agents_spawn", "agent_patch_integrate")
 
 
+def interactive_objective(profile_id: str, description: str) -> str:
+    """The seeded goal's objective: an interactive root has no prompt, so the objective
+    says whose session it is and that the user's prompts set the work (capped)."""
+    from mmo_kernel.hosts.goals import cap_objective
+
+    text = (f"Interactive session of profile {profile_id}: work on what the user asks "
+            "in the Codex TUI.")
+    return cap_objective(f"{text} Team: {description}" if description.strip() else text)
+
+
 def seed_goal(record: dict[str, Any]) -> dict[str, Any]:
-    """A goal-mode interactive root starts with its goal ``paused`` until the user's
-    first prompt gives it an objective (not a suspension)."""
+    """A goal-mode interactive root starts with its goal ``paused`` (not a suspension):
+    its objective and budget are on record before the user's first prompt."""
     if record.get("root_execution_mode") != "goal":
         return record
     from mmo_kernel.profiles.snapshots import snapshot_profile
 
-    spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
-    fields: dict[str, Any] = {"root_goal_status": "paused", "root_goal_bootstrap_pending": True}
+    profile = snapshot_profile(record["snapshot_hash"])
+    spec = profile.agents[record["root_agent"]]
+    fields: dict[str, Any] = {"root_goal_status": "paused", "root_goal_bootstrap_pending": True,
+                              "root_goal_objective": interactive_objective(
+                                  profile.id, profile.description)}
     if spec.goal_token_budget is not None:
         fields["root_goal_token_budget"] = spec.goal_token_budget
     return update_session(record["session_id"], **fields)

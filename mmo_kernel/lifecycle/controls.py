@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 
+from mmo_kernel.errors import StateError
 from mmo_kernel.hosts.control_socket import ControlDeliveryUnknown, send_control_request
 from mmo_kernel.hosts.evidence import write_partial
 from mmo_kernel.sessions.records import (
@@ -31,7 +32,7 @@ from mmo_kernel.sessions.state import (
     update_session,
 )
 from mmo_kernel.state.audit import append_audit
-from mmo_kernel.state.files import lifecycle_lock, runtime_lock
+from mmo_kernel.state.files import LockBusy, lifecycle_lock, runtime_lock
 from mmo_kernel.state.processes import kill_processes, process_matches, terminate_process_groups
 
 HOST_EXIT_POLL = 0.05
@@ -349,9 +350,11 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
             delivered = bool(result and result.get("finalize_delivered"))
         except (ControlDeliveryUnknown, RuntimeError):
             delivered = False
-        _finalize_jobs(session_id, record)
+        deadline = time.monotonic() + grace_seconds
+        finalizing = _finalize_jobs(session_id, record)
         exited = _wait_host_exit(record, grace_seconds)
         forced = not exited
+        _wait_jobs_settled(finalizing, deadline)
         _retire_root(read_session_record(session_id), grace_seconds=2.0)
         _stop_jobs(session_id)
         current = read_session_record(session_id)
@@ -370,15 +373,42 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
         return {"session": record, "root_finalize_delivered": delivered, "root_forced": forced}
 
 
-def _finalize_jobs(session_id: str, record: dict[str, Any]) -> None:
+def _finalize_jobs(session_id: str, record: dict[str, Any]) -> list[str]:
+    """Ask every live worker to finalize; the ids of those that were asked."""
     from mmo_kernel.jobs.controls import control_job
 
+    asked = []
     for job in _live_jobs(session_id):
         try:
             control_job(job["job_id"], "finalize", session_id, record["root_agent"],
                         expected_revision=job.get("control_revision", 0))
+            asked.append(job["job_id"])
         except Exception:  # a job that cannot finalize is stopped below
             continue
+    return asked
+
+
+def _wait_jobs_settled(job_ids: list[str], deadline: float) -> None:
+    """Give finalizing workers the rest of the grace period to end by themselves.
+
+    A worker has ended once its hosts are gone (it published its status
+    before that); a terminal one whose host still lingers at the deadline is
+    retired here, and one still working is stopped by the caller.
+    """
+    if not job_ids:
+        return
+    from mmo_kernel.jobs.listing import host_alive, load_job, retire_hosts
+    from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES
+
+    pending = list(job_ids)
+    while pending and time.monotonic() < deadline:
+        pending = [j for j in pending if host_alive(load_job(j))]
+        if pending:
+            time.sleep(HOST_EXIT_POLL)
+    for job_id in pending:
+        record = load_job(job_id)
+        if record["status"] in TERMINAL_JOB_STATUSES:
+            retire_hosts(record)
 
 
 def _stop_jobs(session_id: str) -> None:
@@ -396,19 +426,52 @@ def _stop_jobs(session_id: str) -> None:
 
 
 def cancel_session(session_id: str) -> dict[str, Any]:
-    """``cancelling`` at once (visible while the lifecycle lock is held elsewhere), then kill."""
+    """``cancelling`` at once (visible while the lifecycle lock is held elsewhere), then kill.
+
+    A lock that is refused (a symlinked ``lifecycle.lock``) changes nothing: the
+    lock is tried first, and ``cancelling`` is written without it only while
+    another process holds it; if it is then refused or never granted, the
+    status the session had is put back.
+    """
     with runtime_lock():
         record = read_session_record(session_id)
         if record["status"] in TERMINAL_SESSION_STATUSES:
             raise RuntimeError(f"terminal immutable session {session_id} ({record['status']})")
-    update_session(session_id, status="cancelling")
-    with lifecycle_lock(session_dir(session_id)):
-        record = read_session_record(session_id)
-        cancelled = _cancel_jobs(session_id, record)
-        _retire_root(record, grace_seconds=2.0)
-        record = transition(session_id, "cancelled")
-        _audit(record, "session_cancelled", cancelled_jobs=cancelled)
-        return {"session": record, "cancelled_jobs": cancelled}
+    granted = False
+    try:
+        with lifecycle_lock(session_dir(session_id), timeout=0):
+            granted = True
+            update_session(session_id, status="cancelling")
+            return _cancel_locked(session_id)
+    except LockBusy:
+        if granted:
+            raise
+    update_session(session_id, status="cancelling")  # held elsewhere: visible at once
+    try:
+        with lifecycle_lock(session_dir(session_id)):
+            granted = True
+            return _cancel_locked(session_id)
+    except StateError:
+        if not granted:
+            _undo_cancelling(session_id, record["status"])
+        raise
+
+
+def _undo_cancelling(session_id: str, previous: str) -> None:
+    """The lock was never granted: put back the status ``cancelling`` replaced."""
+    with runtime_lock():
+        if read_session_record(session_id)["status"] == "cancelling":
+            update_session(session_id, status=previous)
+
+
+def _cancel_locked(session_id: str) -> dict[str, Any]:
+    """Kill every job and host of a ``cancelling`` session; the lifecycle lock is held."""
+    record = read_session_record(session_id)
+    cancelled = _cancel_jobs(session_id, record)
+    _retire_root(record, grace_seconds=2.0)
+    record = transition(session_id, "cancelled")
+    _audit(record, "session_cancelled", cancelled_jobs=cancelled)
+    return {"session": record, "cancelled_jobs": cancelled}
 
 
 def _cancel_jobs(session_id: str, record: dict[str, Any]) -> list[str]:

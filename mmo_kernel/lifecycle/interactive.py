@@ -108,10 +108,11 @@ def launch_interactive(profile: Any, cwd: str | os.PathLike[str] | None = None,
 
     Returns the TUI's exit code; the session is left ``detached`` with its host.
     """
-    record = create_session(profile, cwd=cwd, bindings=bindings, session_kind="interactive")
+    record = create_session(profile, cwd=cwd, bindings=bindings, session_kind="interactive",
+                            check_writers_workspace=True)
     sid = record["session_id"]
-    seed_goal(record)
     with lifecycle_lock(session_dir(sid)):
+        seed_goal(record)
         _launch_host(read_session_record(sid))
         _wait_bound(sid)
         record = mark_session_running(sid, os.getpid())
@@ -148,12 +149,23 @@ def begin_resume_run(session_id: str, allow_tainted: bool = False) -> dict[str, 
         return record
 
 
+ATTACHABLE_RUN_STATUSES = ("suspended", "detached")
+"""A non-interactive root the TUI may join: its controller died or its caller let go."""
+
+
 def resume_interactive(session_id: str, allow_tainted: bool = False) -> int:
-    """Re-attach the TUI to the same session, run, home, snapshot and thread."""
-    record = read_session_record(session_id)
-    if record.get("session_kind") != "interactive":
-        raise RuntimeError(f"session {session_id} is {record.get('session_kind')}; only an "
-                           "interactive session can be resumed in the TUI")
+    """Re-attach the TUI to the same session, run, home, snapshot and thread.
+
+    A non-interactive root that is suspended (its controller died) or detached (its
+    wall limit expired) is joined too: the TUI attaches to its live app-server and
+    thread, and a host that is gone is relaunched on them (it adopts the app-server).
+    """
+    record = load_session(session_id)
+    if (record.get("session_kind") != "interactive"
+            and record["status"] not in ATTACHABLE_RUN_STATUSES):
+        raise RuntimeError(f"session {session_id} is a non-interactive session in status "
+                           f"{record['status']}; the TUI can join one only when it is "
+                           "suspended or detached")
     return _run_tui(begin_resume_run(session_id, allow_tainted=allow_tainted))
 
 

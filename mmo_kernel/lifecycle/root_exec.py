@@ -2,8 +2,9 @@
 
 The caller creates the session, starts the root host (a detached process
 that outlives the caller) and watches the session record. It returns at a
-terminal state, at detach (wall limit or pending operator input) or at
-suspension; pauses and compactions in between are not an end.
+terminal state, at detach (wall limit, pending operator input, or completion
+deferred while workers run) or at suspension; pauses and compactions in
+between are not an end.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mmo_kernel.state.files import atomic_write_text
 POLL_SECONDS = 0.1
 EXIT_OK, EXIT_FAILURE, EXIT_DETACHED = 0, 1, 124
 WALL_EXPIRED = "external harness wall expired"
+COMPLETION_DEFERRED = "root_completion_deferred"
 SANDBOX_MODES = ("read-only", "workspace-write")
 
 Progress = Callable[[dict[str, Any]], None]
@@ -119,7 +121,11 @@ def _wait_host_gone(record: dict[str, Any], seconds: float = 10.0) -> None:
 
 def wait_for_root(session_id: str, wall_timeout_seconds: float, started: float,
                   on_progress: Progress | None = None) -> dict[str, Any]:
-    """Watch the record until the root ends, detaches or suspends, or the wall expires."""
+    """Watch the record until the root ends, detaches or suspends, or the wall expires.
+
+    A root whose completion is deferred for running workers is detached: the
+    caller gets it at once, and the session completes when the workers finish.
+    """
     from mmo_kernel.sessions.state import reconcile
 
     deadline = started + wall_timeout_seconds
@@ -136,7 +142,7 @@ def wait_for_root(session_id: str, wall_timeout_seconds: float, started: float,
         if status == "detached" and record.get("pending_requests"):
             return _outcome(record, started, "pending_operator_input")
         if status == "detached" and record.get("root_completion_deferred"):
-            pass  # deferred completion: keep watching until the workers finish
+            return _outcome(record, started, COMPLETION_DEFERRED)  # completes by itself later
         if time.monotonic() >= deadline:
             return _outcome(_detach_at_wall(session_id), started, "harness_wall_detached")
         time.sleep(POLL_SECONDS)
@@ -153,6 +159,7 @@ def run_root_exec(profile: Any, cwd: str | os.PathLike[str], prompt: str,
     if not wall_timeout_seconds or wall_timeout_seconds <= 0:
         raise ValueError("wall_timeout_seconds must be positive")
     started = time.monotonic()
-    session = create_session(profile, cwd=cwd, bindings=bindings, route_faults=route_faults)
+    session = create_session(profile, cwd=cwd, bindings=bindings, route_faults=route_faults,
+                             check_writers_workspace=True)
     start_root(session, prompt, images, sandbox_mode, wall_timeout_seconds)
     return wait_for_root(session["session_id"], wall_timeout_seconds, started, on_progress)

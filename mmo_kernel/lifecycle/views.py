@@ -76,12 +76,18 @@ def iter_session_runs(session_id: str) -> list[dict[str, Any]]:
 
 
 def load_session_run(session_id: str, run_id: str | None = None) -> dict[str, Any]:
-    """The session's one run; any other run directory beside it is refused."""
-    runs = run_ids(session_id)
-    if len(runs) != 1:
-        raise RuntimeError(
-            f"session {session_id} must have exactly its one active run; found {len(runs)}: "
-            f"{', '.join(runs) or 'none'}")
-    if run_id is not None and run_id != runs[0]:
-        raise FileNotFoundError(f"session {session_id} has no run {run_id!r}")
-    return read_run_record(session_id, runs[0])
+    """The named run (default: the session's current or last run), and only it.
+
+    Reading never checks the run directories beside it: only a resume refuses
+    an inventory other than exactly the one active run (spec 03 "Runs").
+    """
+    if run_id is None:
+        from mmo_kernel.sessions.records import read_session_record, session_run_id
+
+        run_id = session_run_id(read_session_record(session_id))
+        if not run_id:
+            raise FileNotFoundError(f"session {session_id} names no run")
+    try:
+        return read_run_record(session_id, run_id)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"session {session_id} has no run {run_id!r}") from None

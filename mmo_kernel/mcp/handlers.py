@@ -17,6 +17,7 @@ from mmo_kernel.mesh import arguments as a
 from mmo_kernel.mesh.identity import Caller
 from mmo_kernel.mesh.redact import redact
 from mmo_kernel.mesh.tools import TOOL_SPECS
+from mmo_kernel.state.audit import native_actor
 
 
 class ToolArgumentError(ValueError):
@@ -174,5 +175,6 @@ def call(
     if name not in offered:
         raise UnknownTool(f"unknown tool {name!r} for this caller")
     parsed = validate(name, arguments, spawnable)
-    result = redact(HANDLERS[name](caller, parsed))
+    with native_actor(caller.native_agent):  # audit events name a native caller
+        result = redact(HANDLERS[name](caller, parsed))
     return result if isinstance(result, dict) else {"result": result}

@@ -62,6 +62,7 @@ def mesh_server_config(
     job_id: str | None = None,
     native: bool = False,
     native_token: str | None = None,
+    native_agent: str | None = None,
     lifecycle_timeout_seconds: float = 1200,
     enabled_tools: Sequence[str],
 ) -> dict[str, Any]:
@@ -69,7 +70,9 @@ def mesh_server_config(
 
     ``enabled_tools`` must be ``tools_for(...)`` for this caller, so the config
     lists exactly what ``tools/list`` returns. For a native agent pass the
-    parent's ``kind``/``agent``/tools with ``native=True`` and its token.
+    parent's ``kind``/``agent``/tools with ``native=True``, its token and its own
+    id (``native_agent``): the entry presents that id as ``MMO_CALLER_AGENT`` and
+    forwards the parent's capability (spec 07).
     ``run_id`` and ``job_id`` are checked but not written: they travel via
     ``env_vars`` (a worker's job id differs per job; the home is per agent).
     """
@@ -86,6 +89,11 @@ def mesh_server_config(
         raise ValueError("mesh config: native and native_token go together")
     if native and (not isinstance(native_token, str) or len(native_token) < 16):
         raise ValueError("mesh config: native_token must be a minted token")
+    if native != (native_agent is not None):
+        raise ValueError("mesh config: a native entry names its native agent (native_agent), "
+                         "and only a native entry does")
+    if native_agent is not None:
+        _check_id(native_agent, "native_agent")
     if isinstance(lifecycle_timeout_seconds, bool) or not lifecycle_timeout_seconds > 0:
         raise ValueError("mesh config: lifecycle_timeout_seconds must be positive")
     command, args = mesh_command()
@@ -98,6 +106,7 @@ def mesh_server_config(
     if os.environ.get("PYTHONPATH"):  # plugins installed there: the server must see them too
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if native:
+        env["MMO_CALLER_AGENT"] = native_agent  # type: ignore[assignment]
         env["MMO_CALLER_NATIVE"] = "1"
         env["MMO_NATIVE_CALLER_TOKEN"] = native_token  # type: ignore[assignment]
     return {

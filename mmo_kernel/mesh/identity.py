@@ -110,8 +110,9 @@ def _verify_root(
 
 
 def _verify_worker(
-    state_dir: Path, session_id: str, job_id: str, agent: str, token: str, run_id: str
+    state_dir: Path, session_id: str, job_id: str, agent: str | None, token: str, run_id: str
 ) -> dict[str, Any]:
+    """The job whose capability ``token`` is; ``agent`` None: any agent (a native's parent)."""
     job_id = _checked_id(job_id, "MMO_CALLER_JOB_ID")
     job = _read_record(state_dir / "jobs" / job_id / "metadata.json", f"unknown job {job_id}")
     recorded = job.get("mcp_caller_token_hash")
@@ -119,8 +120,10 @@ def _verify_worker(
         raise IdentityError(f"{INVALID_CAPABILITY}: job {job_id} has no capability in this session")
     if not hash_matches(token, recorded):
         raise IdentityError(f"{INVALID_CAPABILITY}: token does not match job {job_id}")
-    if job.get("agent") != agent:
+    if agent is not None and job.get("agent") != agent:
         raise IdentityError(f"{INVALID_CAPABILITY}: job {job_id} does not run agent {agent!r}")
+    if not isinstance(job.get("agent"), str):
+        raise IdentityError(f"{INVALID_CAPABILITY}: job {job_id} names no agent")
     if job.get("run_id") not in (None, run_id):
         raise IdentityError(f"{INVALID_CAPABILITY}: MMO_RUN_ID does not match job {job_id}")
     if job.get("status") not in JOB_ACTIVE_STATUSES:
@@ -149,10 +152,23 @@ def _verify_native(
     return matched
 
 
+def _root_agent(session: dict[str, Any], session_id: str) -> str:
+    root = session.get("root_agent")
+    if not isinstance(root, str) or not root:
+        raise IdentityError(f"{INVALID_CAPABILITY}: session {session_id} names no root agent")
+    return root
+
+
 def verify_caller(environ: Mapping[str, str], state_dir: Path) -> Caller:
-    """Verify the caller described by ``environ``; raise IdentityError on any mismatch."""
+    """Verify the caller described by ``environ``; raise IdentityError on any mismatch.
+
+    A native agent claims its own id (``MMO_CALLER_AGENT``) but presents its
+    parent's capability: the parent is the session's root (no job id) or the
+    job's agent, verified as usual, and the native token must be the one minted
+    for exactly the claimed native agent of that parent.
+    """
     session_id = _checked_id(_required(environ, "MMO_ROOT_SESSION_ID"), "MMO_ROOT_SESSION_ID")
-    agent = _required(environ, "MMO_CALLER_AGENT")
+    claimed = _required(environ, "MMO_CALLER_AGENT")
     token = _required(environ, "MMO_CALLER_TOKEN")
     run_id = _required(environ, "MMO_RUN_ID")
     session_dir = Path(state_dir) / "sessions" / session_id
@@ -160,18 +176,25 @@ def verify_caller(environ: Mapping[str, str], state_dir: Path) -> Caller:
     status = session.get("status")
     if status in TERMINAL_SESSION_STATUSES:
         raise IdentityError(f"{INVALID_CAPABILITY}: session {session_id} is {status}")
+    is_native = environ.get("MMO_CALLER_NATIVE", "") not in ("", "0")
     job_id = environ.get("MMO_CALLER_JOB_ID", "") or None
     depth = 0
     if job_id is None:
+        agent = _root_agent(session, session_id) if is_native else claimed
         _verify_root(session, session_dir, agent, token, run_id)
     else:
-        job = _verify_worker(Path(state_dir), session_id, job_id, agent, token, run_id)
+        job = _verify_worker(Path(state_dir), session_id, job_id,
+                             None if is_native else claimed, token, run_id)
+        agent = job["agent"]
         raw_depth = job.get("depth", 1)
         depth = raw_depth if isinstance(raw_depth, int) and not isinstance(raw_depth, bool) else 1
     tainted = session.get("tainted") is True
     native = None
-    if environ.get("MMO_CALLER_NATIVE", "") not in ("", "0"):
+    if is_native:
         native = _verify_native(session_dir, agent, environ, tainted)
+        if native != claimed:
+            raise IdentityError(f"{INVALID_NATIVE}: the token is minted for native agent "
+                                f"{native!r} of {agent!r}, but the caller claims {claimed!r}")
     snapshot_hash = session.get("snapshot_hash")
     if not isinstance(snapshot_hash, str):
         raise IdentityError(f"{INVALID_CAPABILITY}: session {session_id} has no snapshot")

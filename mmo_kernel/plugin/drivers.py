@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mmo_kernel.contracts.prompts import repair_prompt
 from mmo_kernel.errors import DriverConfigError, DriverNotAvailable, format_validation_error
 
 if TYPE_CHECKING:  # annotations only: config, tools and profiles are higher layers
@@ -81,6 +82,10 @@ class RouteDriver(Driver):
     uses_codex_login: ClassVar[bool] = False
     """Codex talks to the provider with the user's own login: the session links (or
     copies) the user's ``auth.json`` into the agent's home and fails without one."""
+    codex_reads_model_catalog: ClassVar[bool] = False
+    """The agent's ``config.toml`` points Codex at the home's model catalog
+    (``model_catalog_json``). Leave it off for models Codex knows itself: the file
+    would replace Codex's bundled catalog. Every home records the catalog either way."""
 
     def validate_route(self, route: Route, where: str) -> None:
         """Reject a catalog route this driver cannot serve (raise DriverConfigError)."""
@@ -115,14 +120,25 @@ class RouteDriver(Driver):
         """Environment variable names an agent on this route needs."""
         return []
 
-    def model_catalog_entry(self, route: Route, model: Model) -> dict[str, Any] | None:
-        """Codex's ``ModelInfo`` JSON for ``model`` (written to the home's ``model_catalog_json``).
+    def model_catalog_entry(self, route: Route, model: Model) -> dict[str, Any]:
+        """The agent's model as one entry of its home's model catalog (``model_catalog_json``).
 
-        A slug Codex does not know gets a reduced tool set (no ``apply_patch``);
-        listing it in the catalog restores it. ``None`` means Codex knows the
-        model itself (no catalog is written for it).
+        Every home records this file and its sha256, so a resume detects a drifted
+        catalog for any agent. When ``codex_reads_model_catalog`` is set the entry
+        must be a complete Codex ``ModelInfo`` (a slug Codex does not know gets a
+        reduced tool set, no ``apply_patch``, until it is listed); otherwise the
+        default, which describes the model as the MMO catalog has it, is enough.
         """
-        return None
+        return {
+            "slug": model.id,
+            "display_name": model.display_name or model.id,
+            "route": route.id,
+            "upstream_id": model.upstream_id,
+            "supported_reasoning_levels": list(model.reasoning_levels),
+            "default_reasoning_level": model.default_reasoning,
+            "context_window": model.context_window,
+            "input_modalities": list(model.modalities),
+        }
 
     def serve_responses(self, route: Route, model: Model, body: dict[str, Any],
                         env: Mapping[str, str]) -> Iterable[bytes | dict[str, Any]]:
@@ -202,6 +218,15 @@ class ContractTransport(Driver):
         """``turn/start`` fields for a turn; ``final`` is the turn that must produce the result."""
         raise self.not_available("turn_overrides")
 
+    def task_text(self, task: str, schema: dict[str, Any]) -> str:
+        """The task as the agent receives it; a transport whose schema travels as text
+        appends it here. By default the task is unchanged."""
+        return task
+
+    def repair_text(self, error: str, schema: dict[str, Any]) -> str:
+        """The input of the single repair turn (``repairs`` transports), naming ``error``."""
+        return repair_prompt(error)
+
 
 # ------------------------------------------------------------- workspace ---
 
@@ -219,6 +244,10 @@ class WorkspaceIsolator(Driver):
     def __init__(self, options: Mapping[str, Any] | None = None,
                  where: str = "workspace isolation options") -> None:
         self.options = self.validate_options(options, where)
+
+    def check_workspace(self, workspace: Path) -> None:
+        """Refuse (``ValueError`` saying how to fix it) a workspace this isolator cannot
+        serve, so a session is refused before it starts rather than at its first writer."""
 
     def prepare(self, workspace: Path, dest: Path, write_scope: Sequence[str],
                 label: str) -> WorkspaceHandle:

@@ -91,10 +91,10 @@ def _check_model(aid: str, agent: AgentSpec, catalog: Catalog, add: Add) -> None
     base = f"agents.{aid}"
     model = catalog.models.get(agent.model)
     if model is None:
-        add(
-            f"{base}.model",
-            f"unknown model {agent.model!r} (not in the catalog; see `mmo catalog models`)",
-        )
+        try:
+            catalog.model(agent.model)
+        except ValueError as exc:  # unknown, or disabled by a catalog problem (says which)
+            add(f"{base}.model", str(exc))
         return
     levels = model.reasoning_levels
     if not levels:

@@ -138,7 +138,7 @@ def _problems(
 ) -> tuple[ProfileDoc | None, list[str]]:
     try:
         doc = parse_profile(location)
-        catalog = catalog if catalog is not None else load_catalog()
+        catalog = catalog if catalog is not None else load_catalog(isolate_fragments=True)
     except DocumentError as exc:
         return None, exc.problems
     return doc, check_profile(doc, location.folder, location.file, catalog)

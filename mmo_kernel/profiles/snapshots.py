@@ -170,7 +170,7 @@ def compile_profile(
     """
     location = locate_profile(profile)
     doc = parse_profile(location)
-    catalog = load_catalog()
+    catalog = load_catalog(isolate_fragments=True)
     doc, recorded = apply_bindings(doc, bindings, catalog)
     problems = check_profile(doc, location.folder, location.file, catalog)
     if problems:

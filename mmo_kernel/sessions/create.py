@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel.config.settings import load_settings, resolve_codex_binary
-from mmo_kernel.plugin.manager import route_driver
+from mmo_kernel.plugin.manager import plugin_system, route_driver
 from mmo_kernel.profiles.snapshots import compile_profile, load_snapshot, snapshot_profile
 from mmo_kernel.sessions.homes import HomeContext, materialize_home, snapshot_catalog
 from mmo_kernel.sessions.records import (
@@ -100,6 +100,20 @@ def _mint_tokens(profile: Any) -> tuple[str, str, dict[str, dict[str, str]]]:
     return root_token, root_hash, natives
 
 
+def check_workspace(resolved: Any, workdir: Path) -> None:
+    """A team with writers needs a workspace its isolator can serve: refused before the
+    session exists, not at its first writer."""
+    if not any(a.permissions == "workspace-write" for a in resolved.agents.values()):
+        return
+    coordination = resolved.coordination
+    isolator = plugin_system().registry.driver_class(
+        "workspace_isolation", coordination.isolation, "coordination.isolation")
+    try:
+        isolator(coordination.isolation_options).check_workspace(workdir)  # type: ignore[call-arg]
+    except ValueError as exc:
+        raise ValueError(f"profile {resolved.id!r} has writers: {exc}") from None
+
+
 def _gateway() -> dict[str, Any]:
     from mmo_kernel.gateway.process import ensure_gateway
 
@@ -109,8 +123,13 @@ def _gateway() -> dict[str, Any]:
 def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = None,
                    snapshot_hash: str | None = None, bindings: Mapping[str, str] | None = None,
                    session_kind: str = "noninteractive",
-                   route_faults: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Create a ``starting`` session with its run, capabilities, homes and ``run_started`` audit."""
+                   route_faults: Mapping[str, str] | None = None,
+                   check_writers_workspace: bool = False) -> dict[str, Any]:
+    """Create a ``starting`` session with its run, capabilities, homes and ``run_started`` audit.
+
+    ``check_writers_workspace`` (what ``mmo run`` and ``mmo start`` ask for) refuses a
+    ``cwd`` the team's isolator cannot give writers, before anything is created.
+    """
     if session_kind not in SESSION_KINDS:
         raise ValueError(f"session_kind must be one of {', '.join(SESSION_KINDS)}")
     workdir = Path(cwd if cwd is not None else os.getcwd()).resolve()
@@ -118,6 +137,8 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
         raise ValueError(f"cwd {workdir} is not a directory")
     snapshot = resolve_snapshot(profile, snapshot_hash, bindings)
     resolved = snapshot_profile(snapshot)
+    if check_writers_workspace:
+        check_workspace(resolved, workdir)
     routes, models = snapshot_catalog(snapshot)
     faults = check_route_faults(route_faults, set(routes))
     codex_binary = str(resolve_codex_binary())

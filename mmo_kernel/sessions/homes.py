@@ -2,9 +2,10 @@
 
 A home holds a generated ``config.toml`` (never a secret: env var *names*
 only), the agent's guidance as ``AGENTS.md``, the team's orchestration skill,
-a model catalog for slugs Codex does not know, ``auth.json`` for Codex's own
-login, and native-agent definition files. The session records every file's
-sha256 so a resume can verify and restore the home.
+a model catalog describing its model (read by Codex only where the route asks:
+slugs Codex does not know), ``auth.json`` for Codex's own login, and
+native-agent definition files. The session records every file's sha256 so a
+resume can verify and restore the home.
 """
 
 from __future__ import annotations
@@ -62,9 +63,13 @@ def _agent_depth(profile: Any, agent: str) -> int:
     return 0 if agent == profile.root_agent else 1
 
 
-def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str | None = None
-               ) -> dict[str, Any]:
-    """The ``[mcp_servers.mmo_mesh]`` table whose tools equal what ``tools/list`` returns."""
+def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str | None = None,
+               native_agent: str | None = None) -> dict[str, Any]:
+    """The ``[mcp_servers.mmo_mesh]`` table whose tools equal what ``tools/list`` returns.
+
+    For a native agent of ``agent`` (``native_agent`` with its ``native_token``) the
+    table has the parent's tools and forwarded capability under the native's own id.
+    """
     from mmo_kernel.mesh.config import mesh_server_config
     from mmo_kernel.mesh.surface import tools_for
 
@@ -74,7 +79,7 @@ def mesh_block(profile: Any, agent: str, ctx: HomeContext, *, native_token: str 
                       max_depth=profile.coordination.max_depth, tainted=ctx.tainted)
     return mesh_server_config(
         kind, session_id=ctx.session_id, run_id=ctx.run_id, agent=agent,
-        native=native_token is not None, native_token=native_token,
+        native=native_token is not None, native_token=native_token, native_agent=native_agent,
         lifecycle_timeout_seconds=ctx.lifecycle_timeout_seconds, enabled_tools=tools)
 
 
@@ -132,7 +137,7 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     config["approval_policy"] = spec.approval_policy
     config["sandbox_mode"] = spec.permissions
     config["cli_auth_credentials_store"] = "file"
-    if driver.model_catalog_entry(route, model) is not None:
+    if driver.codex_reads_model_catalog:
         config["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
     config["sandbox_workspace_write"] = {"network_access": False}
     features: dict[str, Any] = {"plugins": False, "remote_plugin": False, "shell_snapshot": False}
@@ -182,7 +187,8 @@ def _native_config(profile: Any, parent: str, native: str, snapshot_dir: Path,
     }
     mcp = {}
     if token is not None:
-        mcp["mmo_mesh"] = mesh_block(profile, parent, ctx, native_token=token)
+        mcp["mmo_mesh"] = mesh_block(profile, parent, ctx, native_token=token,
+                                     native_agent=native)
     tool_servers, _, _ = _tool_blocks(spec, ctx)
     mcp.update(tool_servers)
     if mcp:
@@ -234,10 +240,9 @@ def materialize_home(snapshot: dict[str, Any], agent: str, home: Path, ctx: Home
     route = routes[model.route]
     driver = route_driver(route.driver)
     entry = driver.model_catalog_entry(route, model)
-    if entry is not None:
-        catalog = json.dumps({"models": [entry]}, indent=2, sort_keys=True).encode()
-        record["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
-        record["model_catalog_sha256"] = _write(home / MODEL_CATALOG_FILE, catalog)
+    catalog = json.dumps({"models": [entry]}, indent=2, sort_keys=True).encode()
+    record["model_catalog_json"] = str(home / MODEL_CATALOG_FILE)
+    record["model_catalog_sha256"] = _write(home / MODEL_CATALOG_FILE, catalog)
     if driver.uses_codex_login:
         _link_auth(home, ctx.auth_link_mode, route)
     natives = {}
@@ -271,11 +276,12 @@ def verify_home(snapshot: dict[str, Any], agent: str, record: dict[str, Any]) ->
         if not path.is_file() or sha256_file(path) != record[f"{key}_sha256"]:
             _write(path, (snap_dir / rel).read_bytes())
             restored.append(path.name)
-    catalog = record.get("model_catalog_json")
-    if catalog:
-        path = Path(catalog)
-        if not path.is_file() or sha256_file(path) != record.get("model_catalog_sha256"):
-            raise RuntimeError(
-                f"model catalog failed integrity validation for agent {agent}: {path}")
+    catalog, digest = record.get("model_catalog_json"), record.get("model_catalog_sha256")
+    if not (isinstance(catalog, str) and catalog and isinstance(digest, str) and digest):
+        raise RuntimeError(f"model catalog failed integrity validation for agent {agent}: "
+                           "its home records no model catalog and digest")
+    path = Path(catalog)
+    if not path.is_file() or sha256_file(path) != digest:
+        raise RuntimeError(f"model catalog failed integrity validation for agent {agent}: {path}")
     return restored
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,22 @@ from typing import Any
 from mmo_kernel.errors import StateError
 
 RESERVED_AUDIT_KEYS = frozenset({"event", "at", "run_id"})
+_NATIVE_ACTOR: ContextVar[str | None] = ContextVar("mmo_native_actor", default=None)
+
+
+@contextmanager
+def native_actor(native_agent: str | None) -> Iterator[None]:
+    """Name ``native_agent`` in every audit event appended inside the block.
+
+    A Codex-native agent acts with its parent's authority, so the API calls it
+    makes carry the parent's identity; the mesh wraps the call in this block so
+    the audit trail still says which native agent acted (spec 07).
+    """
+    token = _NATIVE_ACTOR.set(native_agent)
+    try:
+        yield
+    finally:
+        _NATIVE_ACTOR.reset(token)
 
 
 def utc_timestamp() -> str:
@@ -72,6 +91,9 @@ def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str
     if clash:
         raise ValueError(f"audit event {event!r} cannot override {', '.join(clash)}")
     record = {"event": event, "at": utc_timestamp(), "run_id": run_id, **fields}
+    actor = _NATIVE_ACTOR.get()
+    if actor is not None:
+        record.setdefault("native_agent", actor)
     append_jsonl(path, record)
     return record
 

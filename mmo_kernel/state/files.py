@@ -137,17 +137,23 @@ def ensure_state_layout() -> Path:
     return root
 
 
-def _unix_lock(path: Path, timeout: float) -> UnixFileLock:
+def _unix_lock(path: Path) -> UnixFileLock:
+    """The process-wide instance for ``path``; every acquire passes its own timeout
+    (filelock refuses a singleton built again with other arguments)."""
     from filelock import UnixFileLock
 
     return UnixFileLock(
         str(path.absolute()),
-        timeout=timeout,
+        timeout=-1,
         mode=0o600,
         is_singleton=True,
         fallback_to_soft=False,
         preserve_lock_file=True,
     )
+
+
+class LockBusy(StateError):
+    """The lock is held by another process or thread (the path itself was acceptable)."""
 
 
 @contextmanager
@@ -157,7 +163,7 @@ def _held(lock: UnixFileLock, what: str, path: Path, timeout: float) -> Iterator
     try:
         lock.acquire(timeout=timeout)
     except Timeout:
-        raise StateError(
+        raise LockBusy(
             f"{what} {path} is held by another process; gave up after {timeout:g} s"
         ) from None
     except OSError as exc:
@@ -180,7 +186,7 @@ def runtime_lock(timeout: float = DEFAULT_RUNTIME_LOCK_TIMEOUT) -> Iterator[Path
     """
     root = ensure_private_dir(state_dir())
     path = safe_path(root, RUNTIME_LOCK_NAME, what="runtime lock")
-    with _held(_unix_lock(path, timeout), "runtime lock", path, timeout):
+    with _held(_unix_lock(path), "runtime lock", path, timeout):
         yield path
 
 
@@ -197,7 +203,7 @@ def lifecycle_lock(session_dir: Path,
     path = _lifecycle_lock_path(Path(session_dir))
     if not path.parent.is_dir():
         raise FileNotFoundError(f"session directory {path.parent} does not exist")
-    with _held(_unix_lock(path, timeout), "lifecycle lock", path, timeout):
+    with _held(_unix_lock(path), "lifecycle lock", path, timeout):
         yield path
 
 

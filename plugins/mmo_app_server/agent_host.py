@@ -15,6 +15,8 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,7 @@ class AgentHost(ABC):
         self.wake = threading.Event()
         self.intent: str | None = None  # "stop" | "pause" | "finalize"
         self.continue_input: str | None = None
+        self.continue_waiter: Future[str] | None = None
         self.effort: str | None = None
         self.recoveries = int(record.get(self.fields.recoveries) or 0)
         self.max_recoveries = max_recoveries
@@ -309,9 +312,26 @@ class AgentHost(ABC):
                 raise HostStopped()
         if self.intent in ("stop", "pause"):  # woken by stop/pause, not by continue
             raise HostStopped()
+        return self.start_continued_turn(**self.continuation_overrides())
+
+    def start_continued_turn(self, **overrides: Any) -> str:
+        """Start the turn a ``continue`` asked for and hand its id to that control.
+
+        The control waits on this hand-over, not on ``active_turn``: a turn that
+        ends at once is never missed.
+        """
         with self.lock:
             text, self.continue_input = self.continue_input or "Continue.", None
-        return self.start_turn(text, **self.continuation_overrides())
+            waiter, self.continue_waiter = self.continue_waiter, None
+        try:
+            turn = self.start_turn(text, **overrides)
+        except Exception as exc:
+            if waiter is not None:
+                waiter.set_exception(RuntimeError(f"the continued turn did not start: {exc}"))
+            raise
+        if waiter is not None:
+            waiter.set_result(turn)
+        return turn
 
     # -- recovery ------------------------------------------------------------
 
@@ -401,18 +421,21 @@ class AgentHost(ABC):
         return {}
 
     def control_continue(self, request: dict[str, Any]) -> dict[str, Any]:
+        waiter: Future[str] = Future()
         with self.lock:
             if self.active_turn is not None:
                 raise RuntimeError("there is an active turn; steer it instead")
             self.continue_input = str(request.get("input") or "Continue.")
+            self.continue_waiter = waiter
         self.wake.set()
-        deadline = time.monotonic() + CONTINUE_TURN_SECONDS
-        while time.monotonic() < deadline:
+        try:
+            return {"turn_id": waiter.result(timeout=CONTINUE_TURN_SECONDS)}
+        except FutureTimeout:
             with self.lock:
-                if self.active_turn:
-                    return {"turn_id": self.active_turn}
-            time.sleep(0.02)
-        raise RuntimeError(f"no new turn started within {CONTINUE_TURN_SECONDS:g} s")
+                if self.continue_waiter is waiter:
+                    self.continue_waiter = None
+            raise RuntimeError(f"no new turn started within {CONTINUE_TURN_SECONDS:g} s") \
+                from None
 
     def control_respond(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
@@ -478,6 +501,10 @@ class AgentHost(ABC):
             self.client = None
 
     def shutdown(self) -> None:
+        with self.lock:
+            waiter, self.continue_waiter = self.continue_waiter, None
+        if waiter is not None and not waiter.done():  # answer it before the socket goes
+            waiter.set_exception(RuntimeError("the host is ending; no new turn was started"))
         if self.control_server is not None:
             self.control_server.close()
         self.close_client()

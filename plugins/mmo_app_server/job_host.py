@@ -10,8 +10,6 @@ validated, ``terminal-history.json`` and, for writers, the captured patch.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from typing import Any
 
@@ -36,7 +34,8 @@ from mmo_kernel.hosts import final_message, goal_prompt, normalize_turn_failure
 from mmo_kernel.plugin import get_driver
 
 from .agent_host import AgentHost, HostFields, HostStopped, host_main
-from .errors import TransportLost
+from .errors import AppServerError, TransportLost
+from .launch import app_server_argv
 
 JOB_FIELDS = HostFields(
     thread="app_server_thread_id", active_turn="active_turn_id", last_turn="last_turn_id",
@@ -46,13 +45,16 @@ JOB_FIELDS = HostFields(
     revision="control_revision", recoveries="recovery_attempts",
     host_package="host_package_version", host_digest="host_runtime_digest",
 )
-REPAIR_PREFIX = "Repair only the final JSON result"
 FINAL_RESULT_INPUT = (
     "The goal is complete. Now give only the final result as JSON that satisfies the "
     "required output schema."
 )
 PERSISTED_THREAD_NOTE = (
     "The work is on a persisted app-server thread and can be continued with `continue`."
+)
+CONTINUE_AFTER_COMPACTION = (
+    "Your context was compacted while you were working; your previous turn was interrupted "
+    "for it. Continue the task from where you left off."
 )
 
 
@@ -77,6 +79,8 @@ class JobHost(AgentHost):
         self.transport = get_driver("contract_transports", name) if self.schema and name else None
         self.on_pending = self._pending_changed
         self.usage = dict(record.get("usage") or {})
+        self.retired = False
+        self.compaction_requested = False
 
     # -- persistence ---------------------------------------------------------
 
@@ -94,6 +98,11 @@ class JobHost(AgentHost):
 
     def record_codex_binary(self) -> str:
         return self.session["codex_binary"]
+
+    def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
+        """The job record also names the argv it runs (``command``, spec 04)."""
+        self.record = self.store(command=app_server_argv(self.record_codex_binary()))
+        super().publish_app_server(pid, pgid, token)
 
     def goal_mode(self) -> bool:
         return self.record.get("execution_mode") == "goal"
@@ -146,6 +155,41 @@ class JobHost(AgentHost):
         self.wake.set()
         return {"action": "finalize"}
 
+    def control_compact(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Compact now when idle; with an active turn, interrupt it, compact, then continue.
+
+        Codex compacts only an idle thread, so the work turn is interrupted and
+        the job loop (``work``) compacts and starts a continuation turn.
+        """
+        assert self.app is not None and self.thread_id is not None
+        with self.lock:
+            turn = self.active_turn
+            self.compaction_requested = turn is not None
+        if turn is None:
+            return super().control_compact(request)
+        try:
+            self.app.interrupt(self.thread_id, turn)
+        except AppServerError:  # the turn ended in between: the thread is idle now
+            with self.lock:
+                self.compaction_requested = False
+            return super().control_compact(request)
+        return {"compaction": "after_interrupt", "interrupted_turn_id": turn}
+
+    def _take_compaction(self) -> bool:
+        with self.lock:
+            requested, self.compaction_requested = self.compaction_requested, False
+        return requested
+
+    def compact_then_continue(self, interrupted: str) -> str:
+        """Compact the idle thread, wait for the compaction turn, start the next work turn."""
+        assert self.app is not None and self.thread_id is not None
+        self.app.compact(self.thread_id)
+        compaction = self.next_auto_turn(interrupted)
+        if compaction is not None:
+            self.wait_turn(compaction)
+        self.store(compacted_at=utc_now())
+        return self.start_turn(CONTINUE_AFTER_COMPACTION, **self.continuation_overrides())
+
     # -- turns ---------------------------------------------------------------
 
     def overrides(self, final: bool) -> dict[str, Any]:
@@ -157,8 +201,15 @@ class JobHost(AgentHost):
         """In turn mode every turn may be the one that produces the result."""
         return self.overrides(final=not self.goal_mode())
 
+    def with_contract(self, text: str) -> str:
+        """``text`` as the agent receives it: a transport whose schema travels as text
+        (``validated_text``) appends the schema, so a model can answer with a valid result."""
+        if self.transport is None:
+            return text
+        return self.transport.task_text(text, self.schema)
+
     def first_turn(self) -> str:
-        task = job_file(self.job_id, "prompt.txt").read_text(encoding="utf-8")
+        task = self.with_contract(job_file(self.job_id, "prompt.txt").read_text(encoding="utf-8"))
         images = self.record.get("attachments") or []
         if not self.goal_mode():
             return self.start_turn(task, images, **self.overrides(final=True))
@@ -195,6 +246,11 @@ class JobHost(AgentHost):
                 turn_id = next_turn
                 continue
             if (outcome.status == "interrupted"
+                    and self.intent not in ("stop", "pause", "finalize")
+                    and self._take_compaction()):
+                turn_id = self.compact_then_continue(str(outcome.turn.get("id") or turn_id))
+                continue
+            if (outcome.status == "interrupted"
                     and self.intent not in ("stop", "pause", "finalize")):
                 self.store(status="paused")
                 turn_id = self.wait_for_continue()
@@ -204,7 +260,7 @@ class JobHost(AgentHost):
 
     def final_turn(self, text: str) -> Any:
         """The strict final turn (goal completion or ``finalize``) on the same thread."""
-        return self.work(self.start_turn(text, **self.overrides(final=True)))
+        return self.work(self.start_turn(self.with_contract(text), **self.overrides(final=True)))
 
     # -- results -------------------------------------------------------------
 
@@ -214,29 +270,17 @@ class JobHost(AgentHost):
         atomic_write_json(job_file(self.job_id, "terminal-history.json"), history)
         persisted = next((t for t in history["turns"] if t.get("id") == turn.get("id")), turn)
         text = final_message(persisted) or final_message(turn) or ""
-        if self.record.get("literal_task"):
-            text = self._literal_result(text)
         check = check_result(text, self.schema) if self.schema else None
         if (check is not None and not check.valid and self.transport is not None
                 and self.transport.repairs and self.record.get("contract_enforcement") == "strict"
                 and not self.record.get("contract_repair_attempted")):
             self.store(contract_repair_attempted=True)
-            repair = (f"{REPAIR_PREFIX} so that it satisfies the required schema. "
-                      f"Validation error: {check.error}")
+            repair = self.transport.repair_text(check.error, self.schema)
             outcome = self.work(self.start_turn(repair))
             self.publish(outcome.turn, budget_limited=budget_limited,
                          finalized_partial=finalized_partial)
             return
         self._write_result(text, check, budget_limited, finalized_partial)
-
-    def _literal_result(self, text: str) -> str:
-        literal = self.record["literal_task"]
-        supplied = json.dumps(literal, sort_keys=True, separators=(",", ":")).encode()
-        document = {"operation": literal.get("operation"),
-                    "input_sha256": self.record.get("literal_input_sha256")
-                    or hashlib.sha256(supplied).hexdigest(),
-                    "output": text}
-        return json.dumps(document, indent=2, sort_keys=True)
 
     def _write_result(self, text: str, check: Any, budget_limited: bool,
                       finalized_partial: bool = False) -> None:
@@ -281,13 +325,22 @@ class JobHost(AgentHost):
 
     def suspend(self, reason: str, failure: dict[str, Any] | None = None,
                 **fields: Any) -> None:
+        """Retire first, then say ``suspended``: a job that looks suspended never has a host
+        that answers, so ``continue``/``finalize`` relaunch it (spec 04)."""
         partial = job_file(self.job_id, "partial-result.md")
         self.partial(partial, f"{reason}\n{PERSISTED_THREAD_NOTE}")
         update = {"result_kind": "partial", "partial_result_path": str(partial), **fields}
         if failure is not None:
             update["failure"] = failure
-            update["error"] = failure["message"]
+            update["error"] = failure.get("summary") or failure["message"]
+        self.shutdown()
         transition_job(self.job_id, "suspended", **update)
+
+    def shutdown(self) -> None:
+        """Once: the control socket, the app-server group and the bridge are retired."""
+        if not self.retired:
+            self.retired = True
+            super().shutdown()
 
     def _end(self, status: str, **fields: Any) -> None:
         transition_job(self.job_id, status, **fields)
@@ -303,7 +356,8 @@ class JobHost(AgentHost):
         else:
             partial = job_file(self.job_id, "partial-result.md")
             self.partial(partial, f"turn failed: {failure['message']}")
-            self._end("failed", failure=failure, error=failure["message"],
+            self._end("failed", failure=failure,
+                      error=failure.get("summary") or failure["message"],
                       result_kind="partial", partial_result_path=str(partial))
         return True
 

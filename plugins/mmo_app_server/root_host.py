@@ -55,6 +55,9 @@ ROOT_FIELDS = HostFields(
 )
 
 
+DEFERRED = "root completion deferred: workers are still running"
+
+
 class RootHost(AgentHost):
     """One session's root: prompt, goal, controls and terminal evidence."""
 
@@ -121,19 +124,45 @@ class RootHost(AgentHost):
 
     # -- turns ---------------------------------------------------------------
 
-    def start_first_turn(self) -> str:
+    def start_first_turn(self) -> tuple[str | None, dict[str, Any] | None]:
+        """``(turn to wait for, None)`` or, after a transport loss during goal bootstrap,
+        ``(None, terminal turn)`` when the thread already holds the turn as terminal."""
         prompt = session_file(self.session_id, "root-prompt.txt").read_text(encoding="utf-8")
         images = self.record.get("root_images") or []
         if not self.goal_mode():
-            return self.start_turn(prompt, images)
-        turn = self.start_turn(goal_prompt(prompt), images)
+            return self.start_turn(prompt, images), None
+        turn: str | None = self.start_turn(goal_prompt(prompt), images)
         objective = cap_objective(prompt)
+        terminal: dict[str, Any] | None = None
+        status = "active"
+        try:
+            self.set_root_goal(objective)
+        except TransportLost:  # recovered like any other loss: no second turn/start
+            turn, terminal = self.recover(turn)
+            turn, terminal = self.goal_after_loss(objective, turn, terminal)
+            status = (self.goal() or {}).get("status", status)
+        self.store(root_goal_objective=objective, root_goal_status=status,
+                   root_goal_token_budget=self.spec.goal_token_budget)
+        return turn, terminal
+
+    def set_root_goal(self, objective: str) -> None:
         assert self.app is not None and self.thread_id is not None
         self.app.set_goal(self.thread_id, objective=objective, status="active",
                           token_budget=self.spec.goal_token_budget)
-        self.store(root_goal_objective=objective, root_goal_status="active",
-                   root_goal_token_budget=self.spec.goal_token_budget)
-        return turn
+
+    def goal_after_loss(self, objective: str, turn: str | None, terminal: dict[str, Any] | None,
+                        ) -> tuple[str | None, dict[str, Any] | None]:
+        """A goal the lost ``thread/goal/set`` did apply is kept as it is; one it never
+        applied is set now. Set on an idle thread, Codex continues it with a turn of its
+        own: that turn is the one to wait for."""
+        assert self.app is not None and self.thread_id is not None
+        if self.app.get_goal(self.thread_id) is not None:
+            return turn, terminal
+        self.set_root_goal(objective)
+        if terminal is None:
+            return turn, None
+        following = self.next_auto_turn(str(terminal.get("id")))
+        return (following, None) if following else (None, terminal)
 
     def resume_turn(self) -> str:
         """After a relaunch the operator's input (or a plain continue) starts the next turn."""
@@ -165,8 +194,8 @@ class RootHost(AgentHost):
         text = final_message(persisted) or final_message(turn)
         if self.intent == "pause":
             self.cold_paused()
-        elif self.intent == "stop":
-            self._end("stopped", text)
+        elif self.intent == "stop":  # a stopped root's last message is a partial, never final
+            self._end("stopped", None)
         elif not text:
             partial = session_file(self.session_id, "root-partial-result.md")
             self.partial(partial, "root completed without a readable terminal result")
@@ -177,8 +206,16 @@ class RootHost(AgentHost):
             self._end("completed", text)
 
     def _defer_while_workers_run(self) -> None:
-        """The root is not complete while recoverable workers still run (spec 03)."""
-        if defer_root_completion(self.session_id):
+        """The root is not complete while recoverable workers still run (spec 03).
+
+        Meanwhile its last message is the partial result the detached caller reads.
+        """
+        if not wait_for_recoverable_jobs(self.session_id, timeout_seconds=0):
+            return  # nothing runs: no partial to write
+        partial = session_file(self.session_id, "root-partial-result.md")
+        self.partial(partial, DEFERRED)
+        if defer_root_completion(self.session_id, result_kind="partial",
+                                 partial_result_path=str(partial), result_path=str(partial)):
             wait_for_recoverable_jobs(self.session_id)
             end_root_completion_deferral(self.session_id)
 
@@ -201,7 +238,7 @@ class RootHost(AgentHost):
         self.partial(partial, f"root turn failed: {failure['message']}")
         fields = {"failure": failure, "partial_result_path": str(partial),
                   "result_kind": "partial", "result_path": str(partial),
-                  "error": failure["message"]}
+                  "error": failure.get("summary") or failure["message"]}
         if failure["retryable"]:
             self.store(status="suspended", **fields)
         else:
@@ -305,10 +342,8 @@ class RootHost(AgentHost):
             if self.intent in ("stop", "pause"):
                 raise HostStopped()
             self.wake.clear()
-            with self.lock:
-                text, self.continue_input = self.continue_input or "Continue.", None
             try:
-                self.wait_turn(self.start_turn(text))
+                self.wait_turn(self.start_continued_turn())
             except TransportLost:
                 self.reconnect_interactive()
 
@@ -336,9 +371,13 @@ class RootHost(AgentHost):
             if os.environ.get("MMO_ROOT_HOST_MODE") == "compact":
                 self.compact_only()
                 return 0
-            turn_id: str | None = self.adopted_turn() or (
-                self.resume_turn() if resumed else self.start_first_turn())
             terminal: dict[str, Any] | None = None
+            turn_id: str | None = self.adopted_turn()
+            if turn_id is None:
+                if resumed:
+                    turn_id = self.resume_turn()
+                else:
+                    turn_id, terminal = self.start_first_turn()
             while terminal is None and turn_id is not None:
                 try:
                     terminal = self.drive(turn_id)

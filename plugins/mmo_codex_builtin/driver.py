@@ -59,6 +59,10 @@ class CodexBuiltinRoute(RouteDriver):
         return {"model": model.id, "model_provider": route.id,
                 "model_providers": {route.id: provider}}
 
+    def model_catalog_entry(self, route: Any, model: Any) -> dict[str, Any]:
+        """Codex knows these models by their upstream slug (the catalog is not read)."""
+        return {**super().model_catalog_entry(route, model), "slug": model.upstream_id}
+
     def env_names(self, route: Any) -> list[str]:
         return []
 

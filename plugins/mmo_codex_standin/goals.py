@@ -10,11 +10,12 @@ turn, so an active goal never loops; otherwise the budget check
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from mmo_codex_standin import params
+from mmo_codex_standin import markers, params
 from mmo_codex_standin.connection import Connection
-from mmo_codex_standin.protocol import RpcError, now_s
+from mmo_codex_standin.protocol import RpcError, hard_exit, now_s
 
 TERMINAL = {"complete", "budgetLimited", "usageLimited"}
 
@@ -53,6 +54,11 @@ async def set_goal(server, conn: Connection, raw: Any, after: list) -> dict[str,
         if "tokenBudget" in (raw or {}):
             goal["tokenBudget"] = body.tokenBudget
     server.side.save_goal(thread.id, goal)
+    thread.goal_set.set()
+    if markers.crashes_before_goal_reply(thread.first_input) and server.side.once(
+        thread.id, markers.GOAL_SET_CRASH
+    ):
+        await _die_before_reply(thread)
     after.append(
         lambda: server.emit(
             thread, "thread/goal/updated", {"threadId": thread.id, "turnId": None, "goal": goal}
@@ -62,6 +68,15 @@ async def set_goal(server, conn: Connection, raw: Any, after: list) -> dict[str,
         # the continuation turn starts after the response, as in real Codex
         after.append(lambda: server.start_goal_turn(thread))
     return {"goal": goal}
+
+
+async def _die_before_reply(thread) -> None:
+    """The goal is applied but never answered: the process dies once the running turn
+    is persisted terminal (at once on an idle thread)."""
+    if thread.active is None:
+        hard_exit()
+    thread.die_after_persist = True
+    await asyncio.Event().wait()
 
 
 async def get_goal(server, conn: Connection, raw: Any, after: list) -> dict[str, Any]:

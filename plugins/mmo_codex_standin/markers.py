@@ -38,6 +38,8 @@ TURN_FLAGS = (
     "FAKE_NOTIFY_BEFORE_RESPONSE",
     "FAKE_ORPHAN_CHILD",
 )
+GOAL_SET_CRASH = "FAKE_APP_SERVER_CRASH_BEFORE_GOAL_REPLY_ONCE"
+"""Read from the thread's first input when ``thread/goal/set`` arrives, not from a turn."""
 
 
 class FileWrite(BaseModel):
@@ -79,6 +81,11 @@ def _flags(text: str, names: tuple[str, ...]) -> set[str]:
         if re.search(rf"\b{name}\b", text):
             found.add(name)
     return found
+
+
+def crashes_before_goal_reply(first_input: str) -> bool:
+    """Whether ``thread/goal/set`` on a thread begun with ``first_input`` must kill the process."""
+    return bool(_flags(first_input, (GOAL_SET_CRASH,)))
 
 
 def _arguments(raw: str | None) -> dict:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import sys
 import time
 from typing import Any
 
 from mmo_codex_standin import effects, goals, markers, shapes
 from mmo_codex_standin.markers import Markers
-from mmo_codex_standin.protocol import now_s, uuid7
+from mmo_codex_standin.protocol import hard_exit, now_s, uuid7
 from mmo_codex_standin.threads import ActiveTurn, ThreadState
 
 GOAL_TURN_LATENCY = 0.1
@@ -26,17 +24,13 @@ USAGE_LIMIT_MESSAGE = (
 )
 GOAL_EVENT_LEAD = 0.2
 """Seconds between a ``*_BEFORE_TURN`` goal event and the end of its turn."""
+GOAL_WAIT_SECONDS = 2.0
+"""At most this long a turn told to call ``update_goal`` waits for the thread's goal."""
 BAD_REQUEST_MESSAGE = (
     'unexpected status 400 Bad Request: {"error":{"message":"FAKE_PROVIDER_BAD_REQUEST: '
     'the provider '
     'rejected the request as invalid","type":"invalid_request_error"}}'
 )
-
-
-def hard_exit() -> None:
-    """Die like a killed app-server: no goodbye, pending requests never answered."""
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _first_input(thread: ThreadState, record: dict[str, Any]) -> str:
@@ -75,6 +69,8 @@ def _close(
             "duration_ms": record["durationMs"],
         },
     )
+    if thread.die_after_persist:
+        hard_exit()
     return record
 
 
@@ -149,6 +145,26 @@ async def _sleep(active: ActiveTurn, seconds: float) -> None:
             pass
 
 
+async def _await_goal(server, thread: ThreadState, active: ActiveTurn) -> None:
+    """A turn told to call ``update_goal`` does not finish before its thread has a goal.
+
+    A goal client sends ``turn/start`` with the prompt, then ``thread/goal/set``; with
+    real Codex the model is still working on the prompt when the goal arrives, so the
+    turn runs under the goal and its ``update_goal`` completes it. The deterministic
+    model answers at once, so it waits for the goal (steer and interrupt cut it short).
+    """
+    if server.side.load_goal(thread.id) is not None:
+        return
+    thread.goal_set.clear()
+    waiters = [asyncio.ensure_future(thread.goal_set.wait()),
+               asyncio.ensure_future(active.wake.wait())]
+    _, pending = await asyncio.wait(
+        waiters, timeout=GOAL_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+    )
+    for waiter in pending:
+        waiter.cancel()
+
+
 async def _effects(server, thread: ThreadState, active: ActiveTurn, m: Markers) -> list[str]:
     notes: list[str] = []
     if m.has("FAKE_ORPHAN_CHILD"):
@@ -219,6 +235,8 @@ async def _run(
     ):
         hard_exit()
     await _sleep(active, m.sleep_seconds)
+    if record["kind"] == "user" and "update_goal" in record["input_text"]:
+        await _await_goal(server, thread, active)
     if active.interrupted:
         raise effects.TurnCancelled()
     for flag, status in (

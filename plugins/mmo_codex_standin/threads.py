@@ -51,6 +51,11 @@ class ThreadState:
     contract_schema: dict | None = None
     waiting_flags: list[str] = field(default_factory=list)
     system_error: bool = False
+    die_after_persist: bool = False
+    """Set by ``FAKE_APP_SERVER_CRASH_BEFORE_GOAL_REPLY_ONCE``: the active turn's persisted
+    terminal state is the last thing this process does."""
+    goal_set: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by every ``thread/goal/set``; a turn waiting for its goal wakes on it."""
 
     @property
     def first_input(self) -> str:

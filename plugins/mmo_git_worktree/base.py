@@ -17,8 +17,9 @@ def repo_location(workspace: Path) -> tuple[Path, str]:
     probe = run_git(workspace, "rev-parse", "--is-inside-work-tree", check=False)
     if probe.returncode != 0 or probe.stdout.strip() != b"true":
         raise ValueError(
-            f"workspace {str(workspace)!r} is not inside a git work tree; "
-            "use the `copy` workspace isolator for directories that are not git repositories"
+            f"workspace {str(workspace)!r} is not inside a git work tree; run `git init` and "
+            "commit there, or use the `copy` workspace isolator ([coordination] isolation = "
+            "\"copy\") for directories that are not git repositories"
         )
     toplevel = Path(git_out(workspace, "rev-parse", "--show-toplevel"))
     prefix = git_out(workspace, "rev-parse", "--show-prefix").rstrip("/")

@@ -54,6 +54,11 @@ class GitWorktreeIsolator(WorkspaceIsolator):
     Options = GitWorktreeOptions
     options: GitWorktreeOptions
 
+    def check_workspace(self, workspace: Path) -> None:
+        """A git work tree with at least one commit (a worktree starts from HEAD)."""
+        base.repo_location(workspace)
+        base.head_commit(workspace)
+
     def prepare(
         self, workspace: Path, dest: Path, write_scope: list[str], label: str
     ) -> WorkspaceHandle:

@@ -20,6 +20,7 @@ class ScriptedRoute(RouteDriver):
     """The offline deterministic model ``local_scripted`` served by the gateway."""
 
     name = "scripted"
+    codex_reads_model_catalog = True
 
     def validate_route(self, route: Any, where: str) -> None:
         """The model runs inside the gateway: no endpoint, no credential, Responses only."""
@@ -81,4 +82,4 @@ class ScriptedRoute(RouteDriver):
         except BadRequest as exc:
             raise bad_request(f"local_scripted: {exc}") from None
         model_id = getattr(model, "id", None) or str(body.get("model", ""))
-        return reply_events(reply, model_id)
+        return reply_events(reply, model_id, body)

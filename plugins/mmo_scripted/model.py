@@ -3,7 +3,7 @@
 Rules, in order (docs/scripted-model.md has the full contract):
 1. the latest ```` ```mmo-script ```` block in a user/developer message or
    the goal objective is the active script; it is replayed and the next
-   step is answered;
+   step is answered (in goal mode a script that has ended ends its goal);
 2. without a script, in goal mode (``update_goal`` offered and a goal
    objective present) the goal is completed first;
 3. then a final message: valid for the turn's ``outputSchema`` if any, else

@@ -59,14 +59,29 @@ class ScriptRun:
             if running is not None:
                 return self._poll(running)
             if self.done >= len(self.steps):
-                return self._finished()
-            return self._emit(self.steps[self.done])
+                return self._end_goal("complete") or self._finished()
+            step = self.steps[self.done]
+            if step.kind == "say" and self.done == len(self.steps) - 1:
+                return self._end_goal("complete") or self._emit(step)
+            return self._emit(step)
         except StepFailed as failure:
             snippet = failure.step.source.strip()
-            return final_message(
+            return self._end_goal("blocked") or final_message(
                 self.conv,
                 f"mmo-script stopped at step {failure.step.number} (`{snippet}`): {failure.error}",
             )
+
+    def _end_goal(self, status: str) -> OutputItem | None:
+        """In goal mode a script that has ended ends its goal, unless it already called
+        ``update_goal`` itself: ``complete`` before its last answer, ``blocked`` when it
+        stopped. Without this an active goal makes Codex continue the finished work
+        turn after turn until the token budget runs out."""
+        if self.conv.goal_objective() is None or not self.conv.offered.has_function(UPDATE_GOAL):
+            return None
+        if any(c.name == UPDATE_GOAL and c.index > self.anchor for c in self.conv.calls):
+            return None
+        args = {"status": status}
+        return FunctionCall(name=UPDATE_GOAL, arguments=_dumps(args), call_id=self._call_id())
 
     # ------------------------------------------------------------- replay --
 

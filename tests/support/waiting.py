@@ -9,14 +9,15 @@ from typing import Any
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0,
-               what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; that value is returned."""
+               what: str = "condition", poll: float = 0.05) -> Any:
+    """Poll ``predicate`` every ``poll`` seconds until it returns something truthy; that
+    value is returned."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.05)
+        time.sleep(poll)
     raise AssertionError(f"timed out waiting for {what}")
 
 

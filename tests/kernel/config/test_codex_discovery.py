@@ -83,9 +83,11 @@ def test_nothing_found_says_how_to_fix_it(tmp_path, no_codex_on_path):
     assert f"@openai/codex@{PINNED_CODEX_VERSION}" in message
 
 
-def test_mmo_run_refuses_a_missing_codex_in_one_line_with_the_fix(tmp_path, no_codex_on_path):
+def test_mmo_run_refuses_a_missing_codex_in_one_line_with_the_fix(tmp_path, no_codex_on_path,
+                                                                  mmo_git_workspace):
     """Refused before any session exists."""
-    done = subprocess.run([MMO, "run", "adaptive-engineering", "hello", "--cwd", str(tmp_path)],
+    done = subprocess.run([MMO, "run", "adaptive-engineering", "hello", "--cwd",
+                           str(mmo_git_workspace)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
                           env={**os.environ, "MMO_CODEX_BIN": str(tmp_path / "nowhere" / "codex")})
     assert done.returncode == 1

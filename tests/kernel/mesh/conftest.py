@@ -36,3 +36,11 @@ def depth_team(mmo_env, mmo_standin, mmo_git_workspace):
     from kernel.mesh.realkit import MESH_DEPTH
 
     yield from _team(MESH_DEPTH, mmo_git_workspace)
+
+
+@pytest.fixture
+def native_team(mmo_env, mmo_standin, mmo_git_workspace):
+    """A real ``adaptive-engineering`` session: its root has the native agent repo_scout."""
+    from kernel.mesh.realkit import NATIVE_PROFILE
+
+    yield from _team(NATIVE_PROFILE, mmo_git_workspace)

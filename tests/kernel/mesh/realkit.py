@@ -20,6 +20,8 @@ from mmo_kernel.tools.mcp_client import McpClient, connect
 
 JOB_LAB = Path(__file__).resolve().parents[2] / "fixtures" / "profiles" / "job-lab"
 MESH_DEPTH = Path(__file__).resolve().parent / "profiles" / "mesh-depth"
+NATIVE_PROFILE = "adaptive-engineering"
+"""A built-in team whose root (orchestrator) has a Codex-native agent (repo_scout)."""
 OFFLINE = {"*": "local_scripted"}
 SUPERVISOR_KEYS = ("result_path", "events_path", "stderr_path", "socket_path",
                    "control_socket_path", "partial_result_path", "structured_result_path",
@@ -74,6 +76,24 @@ class Team:
         return self._connect(self.session["root_agent"], {
             "MMO_CALLER_TOKEN": root_mcp_token(self.session_id),
             "MMO_RUN_ID": self.session["current_run_id"]})
+
+    def native(self, parent: str, native: str) -> McpClient:
+        """The mesh as a root's Codex-native agent: the entry of its own config file, with
+        what Codex forwards from the parent's environment (the parent's token and run)."""
+        import os
+        import tomllib
+
+        from mmo_kernel.api import root_mcp_token
+
+        assert parent == self.session["root_agent"], "only a root's natives are supported here"
+        config = Path(self.session["homes"][parent]["native_agent_files"][native])
+        entry = tomllib.loads(config.read_text(encoding="utf-8"))["mcp_servers"]["mmo_mesh"]
+        identity = {"MMO_CALLER_TOKEN": root_mcp_token(self.session_id),
+                    "MMO_RUN_ID": self.session["current_run_id"]}
+        server, source = tool_server("mmo_mesh", entry, {**os.environ, **identity})
+        client = connect(server, source)
+        self.clients.append(client)
+        return client
 
     def worker(self, job: dict[str, Any]) -> McpClient:
         """The mesh as the job's own agent, with the token its host was launched with."""

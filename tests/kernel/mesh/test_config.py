@@ -82,7 +82,10 @@ def test_worker_entry_forwards_the_job_id_and_scales_the_timeout(mmo_env):
 def test_native_entry_carries_only_its_own_token(mmo_env):
     session = make_session(mmo_env.state_dir)
     native_token = session.native_tokens["lead"]["helper"]
-    config = _root_config(session, native=True, native_token=native_token)
+    config = _root_config(session, native=True, native_token=native_token,
+                          native_agent="helper")
+    assert config["env"]["MMO_CALLER_AGENT"] == "helper"  # its own id, the parent's capability
+    assert config["env_vars"] == ["MMO_CALLER_TOKEN", "MMO_RUN_ID"]
     assert config["env"]["MMO_CALLER_NATIVE"] == "1"
     assert config["env"]["MMO_NATIVE_CALLER_TOKEN"] == native_token
     assert session.root_token not in json.dumps(config)
@@ -97,6 +100,9 @@ def test_native_entry_carries_only_its_own_token(mmo_env):
         ({"native": True}, "go together"),
         ({"native_token": "t" * 40}, "go together"),
         ({"native": True, "native_token": "short"}, "minted"),
+        ({"native": True, "native_token": "t" * 40}, "native_agent"),
+        ({"native_agent": "helper"}, "native_agent"),
+        ({"native": True, "native_token": "t" * 40, "native_agent": "../x"}, "native_agent"),
         ({"enabled_tools": ["agent_spawn", "agent_teleport"]}, "agent_teleport"),
         ({"enabled_tools": ["agent_status", "agent_status"]}, "twice"),
         ({"lifecycle_timeout_seconds": 0}, "positive"),
@@ -152,6 +158,7 @@ def test_enabled_tools_equal_tools_list_for_root_worker_native_and_tainted(mmo_e
         job_id=job_id,
         native=True,
         native_token=session.native_tokens["builder"]["builder_helper"],
+        native_agent="builder_helper",
         enabled_tools=worker["enabled_tools"],
     )
     assert _listed(_server_env(native, forwarded)) == worker["enabled_tools"]

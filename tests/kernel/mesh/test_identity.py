@@ -250,28 +250,43 @@ def test_unknown_or_malformed_job_id_is_refused(mmo_env, job_id):
 # -- native agents -------------------------------------------------------------
 
 
-def _native_env(session, parent_env, token):
-    return {**parent_env, "MMO_CALLER_NATIVE": "1", "MMO_NATIVE_CALLER_TOKEN": token}
+def _native_env(session, parent_env, token, name):
+    """What a native agent's mesh entry presents: its own id, the parent's capability."""
+    return {**parent_env, "MMO_CALLER_AGENT": name, "MMO_CALLER_NATIVE": "1",
+            "MMO_NATIVE_CALLER_TOKEN": token}
 
 
 def test_native_agent_of_the_root_gets_the_roots_tools(mmo_env):
     session = make_session(mmo_env.state_dir)
-    native = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"])
+    native = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"],
+                         "helper")
     assert _tool_names(native) == _tool_names(session.root_env())
+
+
+@pytest.mark.parametrize("claimed", ["lead", "builder_helper", "scout"])
+def test_a_native_token_is_valid_only_under_its_own_native_agents_id(mmo_env, claimed):
+    session = make_session(mmo_env.state_dir)
+    env = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"],
+                      claimed)
+    message = _list_error(env)["message"]
+    assert message.startswith("invalid native-agent") and "'helper'" in message
+    assert session.native_tokens["lead"]["helper"] not in message
 
 
 def test_native_agent_of_a_worker_gets_the_workers_tools(mmo_env):
     session = make_session(mmo_env.state_dir)
     job_id, token = session.add_job("builder")
     parent = session.worker_env("builder", job_id, token)
-    native = _native_env(session, parent, session.native_tokens["builder"]["builder_helper"])
+    native = _native_env(session, parent, session.native_tokens["builder"]["builder_helper"],
+                         "builder_helper")
     assert _tool_names(native) == _tool_names(parent)
 
 
 def test_native_token_of_another_parent_is_refused(mmo_env):
     session = make_session(mmo_env.state_dir)
     native = _native_env(
-        session, session.root_env(), session.native_tokens["builder"]["builder_helper"]
+        session, session.root_env(), session.native_tokens["builder"]["builder_helper"],
+        "builder_helper",
     )
     assert _list_error(native)["message"].startswith("invalid native-agent")
 
@@ -279,14 +294,16 @@ def test_native_token_of_another_parent_is_refused(mmo_env):
 @pytest.mark.parametrize("token", ["wrong", None])
 def test_wrong_or_missing_native_token_is_refused(mmo_env, token):
     session = make_session(mmo_env.state_dir)
-    env = session.root_env(MMO_CALLER_NATIVE="1", MMO_NATIVE_CALLER_TOKEN=token)
+    env = session.root_env(MMO_CALLER_AGENT="helper", MMO_CALLER_NATIVE="1",
+                           MMO_NATIVE_CALLER_TOKEN=token)
     assert _list_error(env)["message"].startswith("invalid native-agent")
 
 
 def test_native_flag_with_a_bad_value_is_refused(mmo_env):
     session = make_session(mmo_env.state_dir)
     env = session.root_env(
-        MMO_CALLER_NATIVE="yes", MMO_NATIVE_CALLER_TOKEN=session.native_tokens["lead"]["helper"]
+        MMO_CALLER_AGENT="helper", MMO_CALLER_NATIVE="yes",
+        MMO_NATIVE_CALLER_TOKEN=session.native_tokens["lead"]["helper"],
     )
     assert _list_error(env)["message"].startswith("invalid native-agent")
 
@@ -297,13 +314,15 @@ def test_native_agent_needs_a_valid_parent_capability_too(mmo_env):
         session,
         session.root_env(MMO_CALLER_TOKEN="forged"),
         session.native_tokens["lead"]["helper"],
+        "helper",
     )
     assert "invalid MCP caller capability" in _list_error(env)["message"]
 
 
 def test_native_agents_are_refused_in_a_tainted_session(mmo_env):
     session = make_session(mmo_env.state_dir, tainted=True)
-    native = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"])
+    native = _native_env(session, session.root_env(), session.native_tokens["lead"]["helper"],
+                         "helper")
     error = _list_error(native)
     assert error["message"].startswith("invalid native-agent") and "tainted" in error["message"]
 

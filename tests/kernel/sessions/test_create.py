@@ -59,6 +59,30 @@ def test_offline_session_has_homes_run_capabilities_and_audit(mmo_workspace, mmo
     assert "agent_patch_integrate" not in worker["mcp_servers"]["mmo_mesh"]["enabled_tools"]
 
 
+def test_every_agent_home_records_a_model_catalog_whatever_its_route(mmo_workspace, mmo_env):
+    import hashlib
+
+    # the lab's lead is on Codex's own login, its workers on custom providers; one scripted
+    record = create_session("access-efficient-escalation-lab", cwd=mmo_workspace,
+                            bindings={"literal_scout": "local_scripted"})
+    for agent, home in record["homes"].items():
+        assert home.get("model_catalog_json"), f"agent {agent} records no model catalog"
+        path = Path(home["model_catalog_json"])
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == home["model_catalog_sha256"]
+        (entry,) = json.loads(path.read_text())["models"]
+        assert entry["slug"], agent
+    builtin = record["homes"]["escalation_lead"]
+    (entry,) = json.loads(Path(builtin["model_catalog_json"]).read_text())["models"]
+    assert entry["slug"] == "gpt-5.1-codex-mini"
+    # Codex reads the catalog only where the route asks for it (the scripted slug it
+    # does not know); Codex's own models keep its bundled catalog
+    configs = {a: tomllib.loads(Path(h["config_toml"]).read_text())
+               for a, h in record["homes"].items()}
+    assert configs["literal_scout"]["model_catalog_json"] == (
+        record["homes"]["literal_scout"]["model_catalog_json"])
+    assert "model_catalog_json" not in configs["escalation_lead"]
+
+
 def test_profile_and_snapshot_cannot_be_combined(mmo_workspace):
     snap = compile_profile("adaptive-engineering", bindings=OFFLINE)
     with pytest.raises(ValueError, match="cannot be combined"):

@@ -72,3 +72,14 @@ def test_goal_prompt_tells_the_agent_how_a_goal_ends_and_keeps_the_full_prompt()
     assert "update_goal" in text and 'status="complete"' in text
     assert "final message alone does not" in text
     assert text.endswith("P" * 9000)
+
+
+@pytest.mark.parametrize("message, info", [
+    ('unexpected status 400 Bad Request: {"error":{"type":"invalid_request_error"}}', "other"),
+    ("the body was refused", {"httpConnectionFailed": {"httpStatusCode": 400}}),
+])
+def test_a_bad_request_keeps_the_raw_text_and_gets_the_rejected_summary(message, info):
+    failure = normalize_turn_failure(failed(message, info))
+    assert (failure["kind"], failure["retryable"]) == ("turn_failed", False)
+    assert failure["message"] == message
+    assert failure["summary"] == "Provider rejected the request as invalid"

@@ -86,6 +86,23 @@ def test_crash_during_finalization(client, spawn_standin):
     assert json.loads(resumed["turns"][-1]["items"][-1]["text"]) == {"r": "FAKE_CODEX_OK"}
 
 
+def test_crash_before_goal_reply_keeps_the_goal_and_the_persisted_turn(client, spawn_standin):
+    thread = client.start_thread()
+    turn = client.start_turn(
+        thread, "FAKE_APP_SERVER_CRASH_BEFORE_GOAL_REPLY_ONCE call update_goal FAKE_SLEEP=1"
+    )
+    with pytest.raises(EOFError):
+        client.call("thread/goal/set", {"threadId": thread, "objective": "o", "status": "active"})
+    assert not any(m.get("method") == "turn/completed" for m in client.received)
+    other, resumed = _resume_after_crash(spawn_standin, thread)
+    assert [(t["id"], t["status"]) for t in resumed["turns"]] == [(turn, "completed")]
+    assert resumed["turns"][0]["items"][-1]["text"] == "FAKE_CODEX_OK"
+    goal = other.call("thread/goal/get", {"threadId": thread})["goal"]
+    assert goal["objective"] == "o" and goal["status"] == "complete"
+    again = other.call("thread/goal/set", {"threadId": thread, "status": "paused"})["goal"]
+    assert again["status"] == "paused", "once per thread"
+
+
 def test_command_approval_decline_and_cancel(client):
     thread = client.start_thread()
     turn = client.start_turn(thread, "FAKE_REQUEST_COMMAND_APPROVAL")
@@ -202,6 +219,20 @@ def test_goal_budget_and_marker_semantics(client):
     assert client.call("thread/goal/clear", {"threadId": limited}) == {"cleared": False}
     with pytest.raises(RpcFailure):
         client.call("thread/goal/set", {"threadId": limited})
+
+
+def test_a_goal_set_right_after_turn_start_governs_that_turn(client):
+    """MMO's goal bootstrap: the prompt (asking for update_goal) first, then the goal. The
+    turn runs under the goal and completes it; Codex starts no continuation turn."""
+    thread = client.start_thread()
+    turn = client.start_turn(thread, "Do it, then call update_goal with status complete.")
+    client.call("thread/goal/set", {"threadId": thread, "objective": "o", "status": "active",
+                                    "tokenBudget": 10000})
+    assert client.turn_completed(turn)["status"] == "completed"
+    goal = client.notification("thread/goal/updated", where=lambda p: p["turnId"] == turn)["goal"]
+    assert goal["status"] == "complete" and goal["tokensUsed"] > 0
+    started = [m for m in client.received if m.get("method") == "turn/started"]
+    assert [m["params"]["turn"]["id"] for m in started] == [turn]
 
 
 def test_goal_budget_limit_after_turn(client):

@@ -247,6 +247,56 @@ def test_an_unclosed_fence_only_matters_in_the_latest_message():
     assert t.message() == "fine now"
 
 
+CONTINUE_GOAL = ('<codex_internal_context source="goal">\nContinue working toward the active '
+                 'thread goal.\n</codex_internal_context>')
+
+
+def test_a_goal_script_that_ends_completes_the_goal_before_its_last_answer():
+    t = Transcript(script("shell echo hi", "say done: {{step1}}"))
+    t.goal_objective("Do the task")
+    t.call()
+    t.answer(exec_output("hi\n"))
+    goal = t.call()
+    assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "complete"})
+    t.answer('{"goal": {"status": "complete"}}')
+    assert t.message() == "done: hi"
+    t.user("The goal is complete. Now give only the final result.")
+    assert t.message() == "done: hi", "the goal is completed once, never again"
+
+
+def test_a_goal_continuation_after_the_script_finished_completes_the_goal():
+    """The first answer came before Codex sent the objective; the continuation ends it."""
+    t = Transcript(script("say done"))
+    assert t.message() == "done"
+    t.goal_objective("Do the task")
+    t.user(CONTINUE_GOAL)
+    goal = t.call()
+    assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "complete"})
+    t.answer('{"goal": {"status": "complete"}}')
+    assert t.message() == "done"
+
+
+def test_a_goal_script_that_stops_reports_the_goal_blocked():
+    t = Transcript(script("shell false", "say never"))
+    t.goal_objective("Do the task")
+    t.call()
+    t.answer(exec_output("boom\n", code=1))
+    goal = t.call()
+    assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "blocked"})
+    t.answer('{"goal": {"status": "blocked"}}')
+    assert t.message().startswith("mmo-script stopped at step 1 (`shell false`)")
+    t.user(CONTINUE_GOAL)
+    assert t.message().startswith("mmo-script stopped at step 1")
+
+
+def test_a_script_that_completes_its_goal_itself_gets_no_second_update_goal():
+    t = Transcript(script("goal_complete", "say done"))
+    t.goal_objective("Do the task")
+    assert json.loads(t.call().arguments) == {"status": "complete"}
+    t.answer('{"goal": {"status": "complete"}}')
+    assert t.message() == "done"
+
+
 def test_goal_objective_without_update_goal_offered_just_answers():
     tools = without_tools(recorded_body("goal_round")["tools"], "update_goal")
     t = Transcript("", base="goal_round", tools=tools)

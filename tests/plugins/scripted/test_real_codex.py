@@ -127,6 +127,16 @@ def test_goal_mode_completes_through_update_goal(tmp_path):
     assert len(result.notifications("turn/started")) == 1
 
 
+def test_a_goal_script_without_goal_complete_ends_its_goal_and_does_not_spin(tmp_path):
+    with ScriptedCodex(tmp_path) as agent:
+        result = agent.goal(script("shell echo step", "say done: {{step1}}"),
+                            token_budget=200_000)
+    updates = result.notifications("thread/goal/updated")
+    assert updates[-1]["goal"]["status"] == "complete", [u["goal"]["status"] for u in updates]
+    assert len(result.notifications("turn/started")) == 1
+    assert result.agent_text() == "done: step"
+
+
 def test_goal_objective_script_runs_then_completes(tmp_path):
     with ScriptedCodex(tmp_path) as agent:
         result = agent.goal(script("shell echo step > g.txt", "goal_complete", "say goal done"),

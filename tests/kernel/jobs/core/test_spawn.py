@@ -186,3 +186,25 @@ def test_the_caller_token_reaches_the_host_only_through_its_environment(make_ses
         if path.is_file() and not path.is_symlink():
             assert token.encode() not in path.read_bytes(), path
     cancel_job(job["job_id"], session["session_id"])
+
+
+def test_a_literal_job_contract_pins_the_operation_and_input_it_answers(make_session):
+    import jsonschema
+
+    from mmo_kernel.contracts import instance_for_schema
+
+    session = make_session()
+    literal = {"operation": "locate", "needle": "TODO", "paths": ["src/a.py"]}
+    job = spawn_job(session["session_id"], ROOT, None, "literal_scout", literal_task=literal)
+    record = read_job_record(job["job_id"])
+    cancel_job(job["job_id"], session["session_id"])  # only its record matters here
+    contract = record["output_contract"]
+    digest = record["literal_input_sha256"]
+    answer = instance_for_schema(contract)  # what a constrained model can answer
+    assert (answer["operation"], answer["input_sha256"]) == ("locate", digest)
+    shared = snapshot_contract(session["snapshot_hash"], "literal_scout")
+    jsonschema.validate(answer, shared)  # still a literal_result.json document
+    wrong = dict(answer, input_sha256="0" * 64)
+    jsonschema.validate(wrong, shared)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wrong, contract)  # but not one for another input

@@ -48,6 +48,7 @@ def test_finished_minimal_records_return_at_once_with_bounded_previews(mmo_env, 
     assert entry["result_kind"] == "partial" and entry["total_chars"] == 5000
     assert "agent_result" in result["result_reading_note"]
     assert "4000" in result["result_reading_note"]
+    assert "bounded previews" in result["result_reading_note"]
     assert set(result["progress_revisions"]) == {short["job_id"], long["job_id"]}
     assert "results" not in wait_for_jobs([short["job_id"]], "s1", 1, include_results=False)
 

@@ -104,6 +104,22 @@ def test_paths_outside_the_job_dir_are_refused(session, tmp_path, field, phrase)
         read_result(job["job_id"], session["session_id"])
 
 
+@pytest.mark.parametrize(("field", "phrase"), [
+    ("partial_result_path", "unsafe partial-result path"),
+    ("structured_result_path", "unsafe structured-result path"),
+])
+def test_an_unsafe_path_fails_even_when_this_read_would_not_open_it(session, tmp_path, field,
+                                                                     phrase):
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("{}")
+    # A final text result without a validated contract: neither the partial nor the
+    # structured result would be read, yet a record naming a file elsewhere is refused.
+    job = make_job(session, result="fine", contract_valid=False, **{field: str(outside)})
+    with pytest.raises(RuntimeError, match=phrase):
+        read_result(job["job_id"], session["session_id"])
+    assert read_job_record(job["job_id"])["result_state"] == "unread"
+
+
 def test_a_symlink_leaving_the_job_dir_is_refused(session, tmp_path):
     job = make_job(session)
     (tmp_path / "elsewhere.md").write_text("x")

@@ -55,7 +55,7 @@ def test_private_reasoning_is_removed_and_summaries_kept(session):
     assert SECRET not in text and "thinking about tests" in text and '"done"' in text
     assert [r["record_cursor"] for r in page["records"]] == [0, 1, 2]
     assert all(r["private_reasoning_removed"] for r in page["records"][:2])
-    assert page["next_cursor"] is None
+    assert page["next_cursor"] == 3 and page["has_more"] is False
 
 
 def test_cursor_and_limit_page_through_lines(session):
@@ -66,9 +66,23 @@ def test_cursor_and_limit_page_through_lines(session):
                         limit=10)
     assert [r["message"]["params"]["i"] for r in first["records"] + second["records"]] == \
         list(range(7))
-    assert first["next_cursor"] == 3 and second["next_cursor"] is None
+    assert first["next_cursor"] == 3 and second["next_cursor"] == 7
+    assert first["has_more"] is True and second["has_more"] is False
     with pytest.raises(ValueError, match="exceeds the trace length"):
         read_trace(job["job_id"], session["session_id"], ROOT, cursor=8)
+
+
+def test_next_cursor_follows_the_last_record_so_a_live_log_can_be_tailed(session):
+    job = make_job(session, WRITER, status="running")
+    _write_events(job["job_id"], [_row({"method": "n", "params": {"i": i}}) for i in range(2)])
+    page = read_trace(job["job_id"], session["session_id"], ROOT)
+    assert page["next_cursor"] == 2, page["next_cursor"]
+    assert page["has_more"] is False
+    idle = read_trace(job["job_id"], session["session_id"], ROOT, cursor=page["next_cursor"])
+    assert idle["records"] == [] and idle["next_cursor"] == 2
+    _write_events(job["job_id"], [_row({"method": "n", "params": {"i": 2}})])
+    tail = read_trace(job["job_id"], session["session_id"], ROOT, cursor=idle["next_cursor"])
+    assert [r["record_cursor"] for r in tail["records"]] == [2] and tail["next_cursor"] == 3
 
 
 def test_oversized_record_is_shortened_and_the_page_stays_bounded(session):
@@ -127,7 +141,7 @@ def test_a_live_jobs_torn_last_line_waits_for_its_newline(session):
     with (job_dir(job["job_id"]) / "events.jsonl").open("ab") as handle:
         handle.write(b'{"recorded_at":"x","dire')
     page = read_trace(job["job_id"], session["session_id"], ROOT)
-    assert len(page["records"]) == 1 and page["next_cursor"] is None
+    assert len(page["records"]) == 1 and page["next_cursor"] == 1
 
 
 def test_trace_needs_lineage_or_a_trace_grant(session):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -9,13 +10,21 @@ from pathlib import Path
 import pytest
 from mmo_codex_standin.websocket import WebSocketClient
 
+from mmo_kernel.hosts.control_socket import send_control_request
 from mmo_kernel.hosts.root_socket import root_app_server_socket_path
 from mmo_kernel.lifecycle.controls import cancel_session, load_session
 from mmo_kernel.lifecycle.interactive import launch_interactive, tui_argv
-from mmo_kernel.sessions.records import iter_session_records
+from mmo_kernel.sessions.records import iter_session_records, session_file
 from mmo_kernel.state.processes import process_matches
 
-from .conftest import GOAL_PROFILE, OFFLINE, TURN_PROFILE, audit_events, invocations
+from .conftest import (
+    GOAL_PROFILE,
+    OFFLINE,
+    TURN_PROFILE,
+    audit_events,
+    invocations,
+    wait_until,
+)
 
 
 def _only_session() -> dict:
@@ -129,3 +138,44 @@ def test_tui_exit_code_is_returned(workspace, tmp_path, monkeypatch):
     assert len(invocations(record)) == 1
     cancel_session(record["session_id"])
 
+
+
+def test_goal_mode_root_seeded_paused_records_its_objective(workspace):
+    assert launch_interactive(GOAL_PROFILE, workspace, bindings=OFFLINE) == 0
+
+    record = _only_session()
+    objective = record.get("root_goal_objective")
+    assert isinstance(objective, str) and objective.strip(), record.get("root_goal_objective")
+    assert len(objective) <= 4000
+    assert GOAL_PROFILE in objective
+    assert record["root_goal_status"] == "paused"
+    cancel_session(record["session_id"])
+
+
+def test_control_continue_on_an_idle_interactive_root_never_misses_its_fast_turn(workspace):
+    """Every ``continue`` answers with the turn it started, however fast that turn ends
+    (spec 03): the host hands the turn id over; it never polls for an active turn."""
+    assert launch_interactive(TURN_PROFILE, workspace, bindings=OFFLINE) == 0
+    record = _only_session()
+    path = record["root_control_socket"]
+
+    def control(action, **fields):
+        live = send_control_request(path, {"action": "inspect"})["result"]
+        request = {"action": action, "expected_revision": live["control_revision"], **fields}
+        return send_control_request(path, request, timeout=40)["result"]
+
+    def idle():
+        return send_control_request(path, {"action": "inspect"})["result"]["active_turn_id"] \
+            is None
+
+    started = []
+    try:
+        for n in range(100):  # one missed turn in a hundred is enough to fail
+            started.append(control("continue", input=f"quick answer {n}")["turn_id"])
+            wait_until(idle, what="the continued turn to end", poll=0.005)
+    finally:
+        cancel_session(record["session_id"])
+    rows = [json.loads(line)["message"] for line in
+            session_file(record["session_id"], "root-events.jsonl").read_text().splitlines()]
+    completed = [m["params"]["turn"]["id"] for m in rows if m.get("method") == "turn/completed"]
+    assert started == completed and len(set(started)) == 100

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mmo_codex_standin.websocket import WebSocketClient
+from support.waiting import Background
 
 from mmo_kernel.hosts.root_socket import root_app_server_socket_path
 from mmo_kernel.lifecycle.controls import (
@@ -24,6 +25,7 @@ from mmo_kernel.lifecycle.interactive import (
     launch_interactive,
     resume_interactive,
 )
+from mmo_kernel.lifecycle.root_exec import run_root_exec
 from mmo_kernel.sessions.records import iter_session_records, read_session_record, session_file
 from mmo_kernel.sessions.state import taint_session
 from mmo_kernel.state.processes import process_matches
@@ -210,3 +212,74 @@ def test_tui_environment_that_cannot_be_built_leaves_the_session_detached(
     assert process_matches(record["root_pid"], record["root_start_token"])
     assert len(invocations(record)) == 1  # only the launch's TUI ever ran
     cancel_session(sid)
+
+
+def _attached_to_live_app_server(sid: str, before: dict) -> dict:
+    """The TUI ran on the same thread through the same, still live, app-server."""
+    record = load_session(sid)
+    assert record["root_thread_id"] == before["root_thread_id"]
+    assert record["root_app_server_pid"] == before["root_app_server_pid"]
+    assert process_matches(record["root_app_server_pid"], record["root_app_server_start_token"])
+    [call] = invocations(record)
+    assert call["thread_id"] == before["root_thread_id"]
+    assert call["args"][:2] == ["--remote", f"unix://{root_app_server_socket_path(sid)}"]
+    return record
+
+
+@pytest.fixture
+def cancel_at_end():
+    """Cancel every session a test left working, even when an assertion failed."""
+    yield
+    for record in iter_session_records():
+        if record["status"] not in ("cancelled", "completed", "failed", "stopped"):
+            cancel_session(record["session_id"])
+
+
+@pytest.mark.usefixtures("cancel_at_end")
+def test_resume_attaches_the_tui_to_a_root_detached_at_its_wall_limit(workspace):
+    out = run_root_exec(TURN_PROFILE, workspace, "work slowly FAKE_SLEEP=30", 1,
+                        bindings=OFFLINE)
+    assert out["status"] == "detached" and out["root_status"] == "harness_wall_detached"
+    sid = out["session"]["session_id"]
+    before = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
+                        what="the detached root's turn")
+
+    assert resume_interactive(sid) == 0
+
+    record = _attached_to_live_app_server(sid, before)
+    assert record["status"] == "detached" and "root_client_pid" not in record
+    assert record["root_pid"] == before["root_pid"]
+
+
+@pytest.mark.usefixtures("cancel_at_end")
+def test_resume_attaches_the_tui_after_the_controller_of_a_root_run_died(workspace):
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, "slow FAKE_SLEEP=30", 60,
+                    bindings=OFFLINE)
+    sid = wait_until(lambda: (iter_session_records() or [None])[0], what="a session")[
+        "session_id"]
+    before = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
+                        what="the root turn")
+    os.killpg(before["root_pgid"], signal.SIGKILL)
+    assert bg.join()["status"] == "suspended"
+
+    assert resume_interactive(sid) == 0
+
+    record = _attached_to_live_app_server(sid, before)
+    assert record["status"] == "detached"
+    assert record["root_pid"] != before["root_pid"]
+    assert process_matches(record["root_pid"], record["root_start_token"])
+
+
+def test_resume_interactive_refuses_a_running_non_interactive_root(workspace, cancel_at_end):
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, "slow FAKE_SLEEP=30", 60,
+                    bindings=OFFLINE)
+    sid = wait_until(lambda: (iter_session_records() or [None])[0], what="a session")[
+        "session_id"]
+    before = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
+                        what="the root turn")
+    with pytest.raises(RuntimeError, match="only when it is suspended or detached"):
+        resume_interactive(sid)
+    _unchanged(before, sid)
+    assert invocations(before) == []
+    cancel_session(sid)
+    assert bg.join()["status"] == "cancelled"

@@ -178,6 +178,27 @@ def test_resume_restores_edited_guidance_and_refuses_a_drifted_model_catalog(wor
     bg.join()
 
 
+def test_resume_refuses_a_drifted_model_catalog_of_a_worker_on_a_custom_route(workspace):
+    # the root runs offline; routine_engineer keeps its custom-provider route
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, "slow work FAKE_SLEEP=30", 60,
+                    bindings={"escalation_lead": "local_scripted"})
+    sid = session_id_of_latest()
+    wait_until(lambda: load_session(sid).get("active_root_turn_id"), what="an active root turn")
+    pause_session(sid)
+    home = read_session_record(sid)["homes"]["routine_engineer"]
+    assert home.get("model_catalog_json"), "the custom-route worker records no model catalog"
+    catalog = Path(home["model_catalog_json"])
+    catalog.chmod(0o600)
+    catalog.write_text(catalog.read_text().replace("glm", "glx", 1))
+    with pytest.raises(RuntimeError, match="model catalog failed integrity.*routine_engineer"):
+        continue_session(sid)
+    suspended = read_session_record(sid)
+    assert suspended["status"] == "suspended"
+    assert "home validation failed" in suspended["resume_error"]
+    cancel_session(sid)
+    bg.join()
+
+
 BOOTSTRAPPING_HOST = """
 import subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
@@ -208,3 +229,137 @@ def test_cancel_kills_an_app_server_its_host_had_not_recorded_yet(workspace, tmp
     assert not process_matches(pid, token)
     wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE,
                what="the unrecorded child to be killed")
+
+
+def test_a_refused_lifecycle_lock_changes_nothing(workspace, tmp_path):
+    """A symlinked ``lifecycle.lock`` is refused by every control before any write."""
+    from mmo_kernel.errors import StateError
+
+    bg, sid, record = start_slow(workspace, seconds=30)
+    lock = session_dir(sid) / "lifecycle.lock"
+    lock.unlink(missing_ok=True)
+    target = tmp_path / "planted.lock"
+    lock.symlink_to(target)
+    for control in (cancel_session, stop_session, pause_session, detach_session,
+                    continue_session, compact_session):
+        with pytest.raises(StateError, match="lifecycle lock cannot traverse"):
+            control(sid)
+        assert read_session_record(sid)["status"] == "running", control.__name__
+    assert not hosts_gone(record) and not target.exists()
+    assert "session_cancelled" not in [e["event"] for e in audit_events(sid)]
+    lock.unlink()
+    assert cancel_session(sid)["session"]["status"] == "cancelled"
+    bg.join()
+
+
+def test_cancelling_is_undone_when_the_lock_it_waited_for_is_refused(workspace, tmp_path):
+    """Shown while another holder has the lock; put back when the lock turns out refused."""
+    from mmo_kernel.errors import StateError
+
+    bg, sid, record = start_slow(workspace, seconds=30)
+    lock = session_dir(sid) / "lifecycle.lock"
+    held, release = threading.Event(), threading.Event()
+    outcome: dict = {}
+
+    def hold():
+        with lifecycle_lock(session_dir(sid)):
+            held.set()
+            release.wait(10)
+            lock.unlink()
+            lock.symlink_to(tmp_path / "planted.lock")
+
+    def cancel():
+        try:
+            outcome["result"] = cancel_session(sid)
+        except StateError as exc:
+            outcome["error"] = str(exc)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    wait_until(lambda: read_session_record(sid)["status"] == "cancelling", what="cancelling")
+    release.set()
+    holder.join(10)
+    canceller.join(20)
+    assert "lifecycle lock cannot traverse" in outcome.get("error", ""), outcome
+    assert read_session_record(sid)["status"] == "running"
+    assert not hosts_gone(record)
+    lock.unlink()
+    assert cancel_session(sid)["session"]["status"] == "cancelled"
+    bg.join()
+
+
+JOB_LAB = Path(__file__).resolve().parents[3] / "fixtures" / "profiles" / "job-lab"
+
+
+def test_stop_keeps_the_last_agent_message_as_a_partial_result(workspace):
+    bg, sid, record = start_slow(workspace)
+    out = stop_session(sid, grace_seconds=10)
+    session = out["session"]
+    assert session["status"] == "stopped" and out["root_forced"] is False
+    assert session["result_kind"] == "partial", session.get("result_path")
+    partial = session_file(sid, "root-partial-result.md")
+    assert session["result_path"] == session["partial_result_path"] == str(partial)
+    assert not session_file(sid, "root-result.md").exists()
+    text = partial.read_text()
+    assert "FAKE_CODEX_OK" in text and "stopped" in text.splitlines()[-1]
+    assert bg.join()["status"] == "stopped"
+
+
+def test_stop_gives_steered_workers_the_grace_period_to_finish(workspace):
+    """A goal worker's strict final turn (FAKE_SLEEP=3 again) outlasts the stopped root."""
+    from mmo_kernel.jobs.records import read_job_record
+    from mmo_kernel.jobs.spawn import spawn_job
+    from mmo_kernel.lifecycle.root_exec import start_root
+    from mmo_kernel.sessions.create import create_session
+
+    session = create_session(JOB_LAB, cwd=workspace)
+    sid = session["session_id"]
+    start_root(session, "Lead slowly FAKE_SLEEP=30", (), None, 60)
+    job_id = spawn_job(sid, "lead", None, "strict_goal",
+                       task="Investigate FAKE_SLEEP=3")["job_id"]
+    wait_until(lambda: read_job_record(job_id).get("active_turn_id")
+               and read_session_record(sid).get("active_root_turn_id"),
+               timeout=30, what="root and worker both to start a turn")
+    out = stop_session(sid, grace_seconds=30)
+    assert out["session"]["status"] == "stopped"
+    job = read_job_record(job_id)
+    assert job["status"] == "completed", (job["status"], job.get("cancel_reason"))
+    assert Path(job["result_path"]).is_file()
+    wait_until(lambda: hosts_gone(record := read_session_record(sid)) or record,
+               what="the root host to exit")
+
+
+def _root_control(record, action, **fields):
+    from mmo_kernel.hosts.control_socket import send_control_request
+
+    path = record["root_control_socket"]
+    revision = send_control_request(path, {"action": "inspect"})["result"]["control_revision"]
+    return send_control_request(path, {"action": action, "expected_revision": revision,
+                                       **fields})["result"]
+
+
+def test_root_control_continue_answers_with_a_turn_that_ended_at_once(workspace):
+    """Interrupt pauses a turn-mode root; ``continue`` starts the next turn on the thread and
+    answers with its id even when that turn is over before the answer (spec 03)."""
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, "ask first FAKE_REQUEST_USER_INPUT",
+                    60, bindings=OFFLINE)
+    sid = session_id_of_latest()
+    waiting = wait_until(lambda: (r := load_session(sid)).get("pending_requests") and r,
+                         what="the root to wait for operator input")
+    assert bg.join()["status"] == "detached"
+    assert _root_control(waiting, "interrupt") == {}
+    wait_until(lambda: load_session(sid)["status"] == "paused", what="the interrupted root")
+
+    started = _root_control(waiting, "continue", input="Answer without asking.")
+
+    done = wait_until(lambda: (r := load_session(sid))["status"] == "completed" and r,
+                      what="the continued root to complete")
+    history = json.loads(session_file(sid, "root-terminal-history.json").read_text())
+    assert [t["status"] for t in history["turns"]] == ["interrupted", "completed"]
+    assert started == {"turn_id": history["turns"][-1]["id"]}
+    assert done["root_thread_id"] == waiting["root_thread_id"]
+    assert sent_methods(session_file(sid, "root-events.jsonl")).count("turn/start") == 2
+    wait_until(lambda: hosts_gone(waiting), what="the finished root host to exit")

@@ -124,6 +124,21 @@ def test_terminal_turn_persisted_before_a_crash_is_not_started_again(workspace):
     assert out["session"]["root_recovery_attempts"] == 1
 
 
+def test_a_transport_loss_during_goal_bootstrap_is_recovered_without_a_second_turn(workspace):
+    """The app-server dies after turn/start, before the thread/goal/set reply (spec 03)."""
+    out = run(GOAL_PROFILE, workspace, "FAKE_APP_SERVER_CRASH_BEFORE_GOAL_REPLY_ONCE FAKE_SLEEP=1")
+    assert out["status"] == "completed", out["session"].get("error")
+    assert "FAKE_CODEX_OK" in out["result"]
+    session = out["session"]
+    assert session["root_recovery_attempts"] == 1
+    assert session["root_goal_status"] == "complete"
+    methods = sent_methods(out["events_path"])
+    assert methods.count("turn/start") == 1 and "thread/resume" in methods
+    history = json.loads(session_file(session["session_id"],
+                                      "root-terminal-history.json").read_text())
+    assert [t["status"] for t in history["turns"]] == ["completed"]
+
+
 def test_approval_requests_are_declined_under_never_and_the_turn_continues(workspace):
     out = run(TURN_PROFILE, workspace, "FAKE_REQUEST_COMMAND_APPROVAL")
     assert out["status"] == "completed"
@@ -196,3 +211,71 @@ def test_continue_after_a_controller_crash_adopts_the_app_server_and_its_turn(wo
     host = read_session_record(sid)["root_pid"]
     wait_until(lambda: not _alive(before["root_app_server_pid"]) and not _alive(host),
                what="the finished host to retire the adopted app-server and exit")
+
+
+JOB_LAB = Path(__file__).resolve().parents[3] / "fixtures" / "profiles" / "job-lab"
+
+
+def test_a_deferred_completion_returns_detached_at_once(workspace):
+    """The root finishes while its worker still works: detached now, completed later."""
+    from mmo_kernel.jobs.listing import list_jobs
+    from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES
+
+    prompt = ('Delegate and finish.\nFAKE_MCP_CALL mmo_mesh.agent_spawn '
+              '{"agent": "plain", "task": "Slow FAKE_SLEEP=6"}')
+    out = run(JOB_LAB, workspace, prompt, wall=120)
+    session = out["session"]
+    sid = session["session_id"]
+    [job] = list_jobs(sid)
+    assert out["status"] == "detached", (out["status"], job["status"])
+    assert out["exit_code"] == 124 and out["root_status"] == "root_completion_deferred"
+    assert session["root_completion_deferred"] is True
+    assert session["root_completion_deferred_jobs"] == [job["job_id"]]
+    assert job["status"] not in TERMINAL_JOB_STATUSES
+    assert "FAKE_CODEX_OK" in out["result"]  # the root's last message, kept as a partial
+    assert session["result_kind"] == "partial"
+    done = wait_until(lambda: (r := load_session(sid))["status"] == "completed" and r,
+                      timeout=60, what="the deferred completion")
+    assert done["root_completion_deferred"] is False and done["result_kind"] == "final"
+    assert "FAKE_CODEX_OK" in session_file(sid, "root-result.md").read_text()
+    from mmo_kernel.state.processes import process_matches
+
+    wait_until(lambda: not process_matches(done["root_pid"], done["root_start_token"]),
+               what="the host to exit after completing")
+
+
+def test_a_bad_request_is_recorded_as_rejected_and_the_raw_text_stays_in_evidence(workspace):
+    out = run(TURN_PROFILE, workspace, "FAKE_PROVIDER_BAD_REQUEST")
+    session = out["session"]
+    assert out["status"] == "failed"
+    assert session["error"] == "Provider rejected the request as invalid", session["error"]
+    assert session["failure"]["kind"] == "turn_failed"
+    assert "400 Bad Request" in session["failure"]["message"]
+    assert "400 Bad Request" in Path(out["events_path"]).read_text()
+    assert "400 Bad Request" in Path(session["partial_result_path"]).read_text()
+
+
+def test_a_goal_root_whose_work_is_done_runs_one_turn_and_does_not_spin(workspace):
+    out = run(GOAL_PROFILE, workspace, "Summarize the repo")
+    assert out["status"] == "completed"
+    assert out["session"]["root_goal_status"] == "complete"
+    rows = [json.loads(line) for line in Path(out["events_path"]).read_text().splitlines()]
+    started = [r for r in rows if r["direction"] == "received"
+               and r["message"].get("method") == "turn/started"]
+    assert len(started) == 1, "Codex continued a goal whose work was done"
+
+
+def test_a_team_with_writers_is_refused_before_the_run_in_a_directory_that_is_not_git(tmp_path):
+    """Found at the first writer, the mistake used to cost a whole root turn."""
+    from mmo_kernel.lifecycle.root_exec import run_root_exec
+    from mmo_kernel.sessions.records import iter_session_records
+
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    with pytest.raises(ValueError) as refused:
+        run_root_exec("adaptive-engineering", plain, "fix it", 60,
+                      bindings={"*": "local_scripted"})
+    message = str(refused.value)
+    assert "not inside a git work tree" in message and "git init" in message
+    assert 'isolation = "copy"' in message
+    assert iter_session_records() == []

@@ -34,6 +34,14 @@ def test_strict_turn_worker_gets_the_schema_on_its_only_turn(session):
     assert Path(record["events_path"]).read_text().count('"direction":"sent"') > 0
 
 
+def test_the_job_record_names_the_app_server_command(session):
+    from mmo_kernel.api import load_job
+
+    record = finish(session, spawn(session, "strict_turn", "Report on the repo"))
+    assert record.get("command") == [session["codex_binary"], "app-server"], record.get("command")
+    assert load_job(record["job_id"])["command"] == record["command"]
+
+
 def test_goal_worker_works_unconstrained_then_serializes_with_the_schema(session):
     record = finish(session, spawn(session, "strict_goal", "Investigate and report"))
     assert record["status"] == "completed" and record["contract_valid"] is True
@@ -143,6 +151,48 @@ def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(sessio
     assert done["mcp_caller_token_hash"] != running["mcp_caller_token_hash"]
 
 
+def _first_seen(job_id, status, timeout=30.0):
+    """The record the moment it first says ``status`` (polled tightly: the race is short)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (record := read_job_record(job_id))["status"] != status:
+        assert time.monotonic() < deadline, record["status"]
+        time.sleep(0.002)
+    return record
+
+
+def test_a_job_is_suspended_only_after_its_host_retired_so_continue_relaunches_it(session):
+    """The runner may still be exiting, but it can no longer answer: no control reaches a
+    vanished socket, ``continue`` relaunches the job on its thread (spec 04)."""
+    from mmo_kernel.jobs.controls import control_job
+    from mmo_kernel.state.files import runtime_lock
+    from mmo_kernel.state.processes import process_matches
+
+    job_id = spawn(session, "plain", "Work FAKE_PROVIDER_USAGE_LIMIT_ONCE")
+    suspended = _first_seen(job_id, "suspended")
+    runner = suspended["runner_pid"]
+    with runtime_lock():  # so the runner is not stopped while it holds the state lock
+        frozen = process_matches(runner, suspended["runner_start_token"])
+        if frozen:  # hold the exiting runner where it is: the record already says suspended
+            os.kill(runner, signal.SIGSTOP)
+    try:
+        assert not process_matches(suspended["app_server_pid"],
+                                   suspended["app_server_start_token"]), \
+            "suspended while its app-server still runs"
+        result = control_job(job_id, "continue", session["session_id"], "lead",
+                             expected_revision=suspended.get("control_revision", 0),
+                             input="Carry on.")
+    finally:
+        if frozen:
+            os.kill(runner, signal.SIGCONT)
+    assert result["result"]["recovery_requested"] is True
+    done = finish(session, job_id)
+    assert done["status"] == "completed", done.get("error")
+    assert done["app_server_thread_id"] == suspended["app_server_thread_id"]
+    assert [t["params"]["input"][0]["text"] for t in turn_starts(done)][-1] == "Carry on."
+
+
 def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
     import time
 
@@ -161,13 +211,43 @@ def test_root_completion_is_deferred_while_a_worker_runs(mmo_git_workspace):
     assert deferred["status"] == "detached"
     assert deferred["root_completion_deferred_jobs"] == [job_id]
     out = wait_for_root(session["session_id"], 60, time.monotonic())
-    assert out["status"] == "completed"
-    done = out["session"]
+    assert out["status"] == "detached" and out["root_status"] == "root_completion_deferred"
+    done = wait_until(lambda: (r := load_session(session["session_id"]))["status"]
+                      == "completed" and r, timeout=30, what="the deferred completion")
     assert done["root_completion_deferred"] is False
     assert done["root_completion_deferred_jobs"] == []
     assert read_job_record(job_id)["status"] == "completed"
     events = [e["event"] for e in read_jsonl(session_file(session["session_id"], "audit.jsonl"))]
     assert events.count("root_completion_deferred") == 1
+    from mmo_kernel.state.processes import process_matches
+
+    wait_until(lambda: not process_matches(done["root_pid"], done["root_start_token"]),
+               what="the root host to exit after completing")
+
+
+def test_compact_during_an_active_turn_is_delivered_and_the_work_goes_on(session):
+    from mmo_kernel.jobs.controls import control_job
+
+    job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=2")
+    wait_until(lambda: read_job_record(job_id).get("active_turn_id"), timeout=30,
+               what="the job to start a turn")
+    working = read_job_record(job_id)
+    out = control_job(job_id, "compact", session["session_id"], "lead",
+                      expected_revision=working.get("control_revision", 0))
+    assert out["result"]["compaction"] == "after_interrupt"
+    assert out["result"]["interrupted_turn_id"] == working["active_turn_id"]
+    assert out["job"]["last_control_status"] == "applied"
+    done = finish(session, job_id)
+    assert done["status"] == "completed", done.get("error")
+    rows = [json.loads(line) for line in Path(done["events_path"]).read_text().splitlines()]
+    sent = [r["message"].get("method") for r in rows if r["direction"] == "sent"]
+    assert sent.count("thread/compact/start") == 1
+    assert sent.index("turn/interrupt") < sent.index("thread/compact/start")
+    history = json.loads(job_file(job_id, "terminal-history.json").read_text())
+    kinds = [[i["type"] for i in t["items"]] for t in history["turns"]]
+    assert any("contextCompaction" in k for k in kinds), kinds
+    assert len(turn_starts(done)) == 2  # the task, then the continuation after compaction
+    assert job_file(job_id, "result.md").read_text().strip()
 
 
 def test_stop_of_an_interrupted_job_stops_it_without_another_turn(session):
@@ -254,3 +334,11 @@ def test_two_sessions_racing_for_one_write_scope_exactly_one_batch_wins(
     winner_session = sessions[results.index(winners[0])]
     for job_id in winners[0]["won"]:
         cancel_job(job_id, winner_session, reason="test over", caller_agent="lead")
+
+
+def test_a_provider_bad_request_fails_the_worker_as_rejected(session):
+    record = finish(session, spawn(session, "plain", "Answer FAKE_PROVIDER_BAD_REQUEST"))
+    assert record["status"] == "failed"
+    assert record["error"] == "Provider rejected the request as invalid", record["error"]
+    assert "400 Bad Request" in record["failure"]["message"]
+    assert "400 Bad Request" in Path(record["partial_result_path"]).read_text()
