@@ -3,34 +3,60 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from mmo_kernel.cli.output import RAW, json_flag, print_json, table
 
 
 def route_rows(catalog: Any) -> list[dict[str, Any]]:
-    """Each route with its availability now (credentials, login) as its driver judges it."""
+    """Each route with its availability now (credentials, login) as its driver judges it.
+
+    Routes an isolated load left out are rows too (``disabled``, with the reason).
+    """
     from mmo_kernel.sessions.create import route_availability
 
     availability = route_availability(catalog.routes, {})
-    return [{"id": rid, "driver": r.driver, "wire_protocol": r.wire_protocol,
+    rows = [{"id": rid, "driver": r.driver, "wire_protocol": r.wire_protocol,
              "api_operator": r.api_operator, "credential_env": r.credential_env,
-             "models": len(catalog.models_of(rid)), **availability[rid]}
-            for rid, r in sorted(catalog.routes.items())]
+             "models": len(catalog.models_of(rid)), "disabled": False, **availability[rid]}
+            for rid, r in catalog.routes.items()]
+    rows += [{"id": rid, "driver": None, "wire_protocol": None, "api_operator": None,
+              "credential_env": None, "models": 0, "disabled": True, "available": False,
+              "reason": reason} for rid, reason in catalog.disabled.items()]
+    return sorted(rows, key=lambda row: row["id"])
+
+
+def _catalog() -> Any:
+    """The catalog as runs see it (broken fragments left out), its problems on stderr."""
+    from mmo_kernel.config.catalog_load import load_catalog
+
+    catalog = load_catalog(isolate_fragments=True)
+    if catalog.problems:
+        print("mmo: some catalog entries are disabled until these problems are fixed:",
+              file=sys.stderr)
+        for found in catalog.problems:
+            print(f"  {found}", file=sys.stderr)
+    return catalog
+
+
+def _available(row: dict[str, Any]) -> str:
+    if row["available"]:
+        return "yes"
+    reason = row.get("reason") or "unavailable"
+    return f"no: disabled: {reason}" if row["disabled"] else f"no: {reason}"
 
 
 def run_routes(args: argparse.Namespace) -> int:
-    from mmo_kernel.config.catalog_load import load_catalog
-
-    rows = route_rows(load_catalog())
+    catalog = _catalog()
+    rows = route_rows(catalog)
     if args.json:
-        print_json({"routes": rows})
+        print_json({"routes": rows, "problems": list(catalog.problems)})
         return 0
     table(("route", "driver", "wire protocol", "operator", "credential env", "models",
            "available"),
-          [(r["id"], r["driver"], r["wire_protocol"], r["api_operator"],
-            r["credential_env"] or "-", r["models"],
-            "yes" if r["available"] else f"no: {r.get('reason') or 'unavailable'}")
+          [(r["id"], r["driver"] or "-", r["wire_protocol"] or "-", r["api_operator"] or "-",
+            r["credential_env"] or "-", r["models"], _available(r))
            for r in rows])
     return 0
 
@@ -43,9 +69,7 @@ def _reasoning(model: Any) -> str:
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from mmo_kernel.config.catalog_load import load_catalog
-
-    catalog = load_catalog()
+    catalog = _catalog()
     models = [m for _, m in sorted(catalog.models.items())]
     if args.route:
         catalog.route(args.route)  # an unknown route is an error, not an empty table

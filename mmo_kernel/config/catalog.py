@@ -183,11 +183,19 @@ class Catalog:
     models: Mapping[str, Model]
     sources: Mapping[str, Path] = field(default_factory=dict)
     """``routes.<id>`` / ``models.<key>`` -> the file that defined it."""
+    disabled: Mapping[str, str] = field(default_factory=dict)
+    """Routes left out of an isolated load (route id -> why); their models are left out too."""
+    problems: tuple[str, ...] = ()
+    """Every problem an isolated load left out (``<file>: <key>: <message>``)."""
 
     def route(self, route_id: str) -> Route:
         try:
             return self.routes[route_id]
         except KeyError:
+            if route_id in self.disabled:
+                raise ValueError(
+                    f"route {route_id!r} is disabled: {self.disabled[route_id]}"
+                ) from None
             raise ValueError(
                 f"unknown route {route_id!r}; known routes: {', '.join(sorted(self.routes))}"
             ) from None
@@ -196,6 +204,12 @@ class Catalog:
         try:
             return self.models[key]
         except KeyError:
+            route_id = key.split("__", 1)[0]
+            if route_id in self.disabled:
+                raise ValueError(
+                    f"model {key!r} is disabled with its route {route_id!r}: "
+                    f"{self.disabled[route_id]}"
+                ) from None
             raise ValueError(
                 f"unknown model {key!r} (not in the catalog; see `mmo catalog models`)"
             ) from None

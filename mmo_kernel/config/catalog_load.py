@@ -3,10 +3,20 @@
 Fragments never override silently: a route or model id defined twice is an
 error naming both files. Each route is then checked by its own route driver,
 so driver-specific keys are validated by the plugin that understands them.
+
+Two ways to load. Strict (``load_catalog()``): every problem of every file is
+raised at once, the way to check a catalog. Isolated
+(``load_catalog(isolate_fragments=True)``, what runs and the gateway use): a
+problem disables only what it concerns, so one broken fragment never takes
+the other routes down. A file that cannot be read, or whose entries are
+invalid (a bad key, a duplicate id, a model of an unknown route), is left out
+whole; a route its driver refuses (or whose driver is not installed) is left
+out alone with its models. ``Catalog.disabled`` says why for each route.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -53,13 +63,26 @@ class _Merge:
         self.models: dict[str, Model] = {}
         self.sources: dict[str, Path] = {}
         self.problems: list[str] = []
+        self.file_problems: dict[Path, list[str]] = {}
+        """The same problems by the file they make unusable."""
+        self.route_problems: dict[str, list[str]] = {}
+        """Problems a route's driver found (route id -> problems); only that route is affected."""
+
+    def report(self, file: Path, texts: Iterable[str]) -> None:
+        texts = list(texts)
+        self.problems.extend(texts)
+        self.file_problems.setdefault(file, []).extend(texts)
+
+    def report_route(self, route_id: str, text: str) -> None:
+        self.problems.append(text)
+        self.route_problems.setdefault(route_id, []).append(text)
 
     def claim(self, key: str, file: Path) -> bool:
         """Record ``key`` as defined in ``file``; a second definition is a problem."""
         if key in self.sources:
-            self.problems.append(
+            self.report(file, [
                 problem(file, key, f"already defined in {self.sources[key]} (ids must be unique)")
-            )
+            ])
             return False
         self.sources[key] = file
         return True
@@ -68,19 +91,19 @@ class _Merge:
         try:
             data = read_toml(file)
         except DocumentError as exc:
-            self.problems.extend(exc.problems)
+            self.report(file, exc.problems)
             return
         found = schema_version_problem(data, file, "catalog")
         if found:
-            self.problems.append(found)
+            self.report(file, [found])
             return
         for key in data:
             if key not in TOP_LEVEL_KEYS:
-                self.problems.append(
+                self.report(file, [
                     problem(
                         file, key, f"unknown key (a catalog file has {', '.join(TOP_LEVEL_KEYS)})"
                     )
-                )
+                ])
         for section in ("routes", "models"):
             for key, table in self._tables(data, section, file).items():
                 self._add(section, key, table, file)
@@ -88,29 +111,29 @@ class _Merge:
     def _tables(self, data: dict[str, Any], section: str, file: Path) -> dict[str, dict]:
         value = data.get(section, {})
         if not isinstance(value, dict):
-            self.problems.append(problem(file, section, "must be a table of tables"))
+            self.report(file, [problem(file, section, "must be a table of tables")])
             return {}
         out = {}
         for key, table in value.items():
             if isinstance(table, dict):
                 out[key] = table
             else:
-                self.problems.append(problem(file, f"{section}.{key}", "must be a table"))
+                self.report(file, [problem(file, f"{section}.{key}", "must be a table")])
         return out
 
     def _add(self, section: str, key: str, table: dict[str, Any], file: Path) -> None:
         """Validate one ``routes.<id>`` / ``models.<key>`` table and claim its id."""
         where = f"{section}.{key}"
         if "id" in table:
-            self.problems.append(
+            self.report(file, [
                 problem(file, f"{where}.id", "unknown key (the id is the table name)")
-            )
+            ])
             return
         entry_class: type[Route] | type[Model] = Route if section == "routes" else Model
         try:
             entry = entry_class.model_validate({"id": key, **table})
         except ValidationError as exc:
-            self.problems.extend(validation_problems(exc, file, where))
+            self.report(file, validation_problems(exc, file, where))
             return
         if not self.claim(where, file):
             return
@@ -120,41 +143,50 @@ class _Merge:
             self.models[key] = entry
 
 
-def _cross_check(merge: _Merge) -> None:
-    """Models name known routes, modalities fit their route, defaults exist."""
-    for key, model in merge.models.items():
+def _cross_check(merge: _Merge, left_out: Iterable[str] = ()) -> None:
+    """Models name known routes, modalities fit their route, defaults exist.
+
+    A model of a route in ``left_out`` (declared by a file that was left out)
+    is dropped quietly: it goes with its route.
+    """
+    left_out = set(left_out)
+    for key, model in list(merge.models.items()):
         file = merge.sources[f"models.{key}"]
         route = merge.routes.get(model.route)
+        if route is None and model.route in left_out:
+            del merge.models[key]
+            continue
         if route is None:
-            merge.problems.append(
+            merge.report(file, [
                 problem(
                     file,
                     f"models.{key}.route",
                     f"unknown route {model.route!r}; "
                     f"known routes: {', '.join(sorted(merge.routes))}",
                 )
-            )
+            ])
             continue
         extra = sorted(set(model.modalities) - set(route.transport_modalities))
         if extra:
-            merge.problems.append(
+            merge.report(file, [
                 problem(
                     file,
                     f"models.{key}.modalities",
                     f"{extra} not carried by route {route.id!r} (transport_modalities "
                     f"{route.transport_modalities})",
                 )
-            )
+            ])
     for route_id, route in merge.routes.items():
         default = route.default_model
         if default is not None and getattr(merge.models.get(default), "route", None) != route_id:
-            merge.problems.append(
+            file = merge.sources[f"routes.{route_id}"]
+            merge.report(file, [
                 problem(
-                    merge.sources[f"routes.{route_id}"],
+                    file,
                     f"routes.{route_id}.default_model",
                     f"{default!r} is not a model of route {route_id!r}",
                 )
-            )
+            ])
 
 
 def _driver_message(exc: ValueError, file: Path, key: str) -> str:
@@ -171,13 +203,13 @@ def _check_with_drivers(merge: _Merge) -> None:
         try:
             driver = route_driver(route.driver)
         except UnknownDriverError as exc:
-            merge.problems.append(problem(file, f"routes.{route_id}.driver", str(exc)))
+            merge.report_route(route_id, problem(file, f"routes.{route_id}.driver", str(exc)))
             continue
         try:
             driver.validate_options(route.options, where)
             driver.validate_route(route, where)
         except ValueError as exc:
-            merge.problems.append(_driver_message(exc, file, f"routes.{route_id}"))
+            merge.report_route(route_id, _driver_message(exc, file, f"routes.{route_id}"))
             continue
         drivers[route_id] = driver
     for key, model in merge.models.items():
@@ -188,22 +220,74 @@ def _check_with_drivers(merge: _Merge) -> None:
             route = merge.routes[model.route]
             drivers[model.route].validate_model(model, route, f"{file}: models.{key}")
         except ValueError as exc:
-            merge.problems.append(_driver_message(exc, file, f"models.{key}"))
+            merge.report_route(model.route, _driver_message(exc, file, f"models.{key}"))
 
 
-def load_catalog(config_dir: Path | None = None) -> Catalog:
-    """Merge, cross-check and driver-validate; every problem is reported at once."""
-    merge = _Merge()
+def _declared_routes(file: Path) -> list[str]:
+    """The route ids a file that was left out declares, as far as it can be read."""
+    try:
+        routes = read_toml(file).get("routes")
+    except DocumentError:
+        return []
+    return [str(key) for key in routes] if isinstance(routes, dict) else []
+
+
+def _reason(problems: list[str]) -> str:
+    """One line for a disabled route: its first problem, and how many more there are."""
+    more = len(problems) - 1
+    return problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+
+
+def _catalog(merge: _Merge, disabled: dict[str, str], problems: list[str]) -> Catalog:
+    return Catalog(routes=dict(merge.routes), models=dict(merge.models),
+                   sources=dict(merge.sources), disabled=disabled, problems=tuple(problems))
+
+
+def _load_isolated(files: list[Path]) -> Catalog:
+    """Leave out what is broken, keep the rest (see the module docstring)."""
+    left_out: dict[Path, list[str]] = {}
+    while True:  # each round leaves out at least one more file, so this ends
+        merge = _Merge()
+        for file in files:
+            if file not in left_out:
+                merge.add_file(file)
+        declared = {rid: file for file in left_out for rid in _declared_routes(file)
+                    if rid not in merge.routes}
+        _cross_check(merge, declared)
+        if not merge.file_problems:
+            break
+        left_out.update(merge.file_problems)
+    _check_with_drivers(merge)
+    disabled = {rid: _reason(left_out[file]) for rid, file in declared.items()}
+    for route_id, found in merge.route_problems.items():
+        disabled[route_id] = _reason(found)
+        del merge.routes[route_id]
+        for key in [k for k, m in merge.models.items() if m.route == route_id]:
+            del merge.models[key]
+    problems = [text for found in left_out.values() for text in found]
+    problems += [text for found in merge.route_problems.values() for text in found]
+    return _catalog(merge, dict(sorted(disabled.items())), problems)
+
+
+def load_catalog(config_dir: Path | None = None, *, isolate_fragments: bool = False) -> Catalog:
+    """Merge, cross-check and driver-validate.
+
+    By default every problem is raised at once (``DocumentError``). With
+    ``isolate_fragments`` nothing is raised for a broken file or route: it is
+    left out, listed in ``Catalog.disabled`` / ``Catalog.problems``.
+    """
     builtin = builtin_catalog_path()
     if not builtin.is_file():
         raise DocumentError([problem(builtin, DOCUMENT_KEY, "built-in catalog is missing")])
-    for file in [builtin, *fragment_paths(config_dir)]:
+    files = [builtin, *fragment_paths(config_dir)]
+    if isolate_fragments:
+        return _load_isolated(files)
+    merge = _Merge()
+    for file in files:
         merge.add_file(file)
     _cross_check(merge)
     if not merge.problems:
         _check_with_drivers(merge)
     if merge.problems:
         raise DocumentError(merge.problems)
-    return Catalog(
-        routes=dict(merge.routes), models=dict(merge.models), sources=dict(merge.sources)
-    )
+    return _catalog(merge, {}, [])

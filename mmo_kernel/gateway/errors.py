@@ -40,6 +40,13 @@ class GatewayError(Exception):
             return error["message"]
         return json.dumps(self.body, sort_keys=True)
 
+    @property
+    def code(self) -> str | None:
+        """The body's ``error.code`` (what Codex and the SDKs classify by), if it has one."""
+        error = self.body.get("error")
+        code = error.get("code") if isinstance(error, Mapping) else None
+        return code if isinstance(code, str) and code else None
+
     def body_bytes(self) -> bytes:
         return json.dumps(self.body, separators=(",", ":")).encode("utf-8")
 

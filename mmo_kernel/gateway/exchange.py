@@ -6,6 +6,9 @@ thread hand-off (the fast path, used by ``codex_custom``). A driver with only
 the blocking ``serve_responses`` is pumped by a pool thread that hands chunks
 to the loop; the loop writes whatever is queued in one go. Both paths feed
 the same :meth:`Exchange._deliver`, so framing, errors and logging agree.
+
+A request without ``"stream": true`` is answered with JSON: the driver's
+events are collected and the final ``response`` object sent (``collect.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mmo_kernel.gateway import http_io
+from mmo_kernel.gateway.collect import collected_answer
 from mmo_kernel.gateway.errors import GatewayError, bad_request, error_body, not_found
 from mmo_kernel.gateway.faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
 from mmo_kernel.gateway.json_body import parse_body
@@ -53,6 +57,9 @@ class Exchange:
         self.supplied: dict[str, str] = {}
         self._cancelled = threading.Event()
         self._streaming = False
+        self._collect = False
+        """The client asked for no stream: driver bytes go to ``_collected``, not the wire."""
+        self._collected: list[bytes] = []
         self._tail: list[bytes] = []
         self._coalesce = False
         self._pending: list[bytes] = []
@@ -79,6 +86,9 @@ class Exchange:
             raise bad_request("request body is not valid JSON") from None
         if not isinstance(body, dict):
             raise bad_request("request body must be a JSON object")
+        if body.get("stream") is not True:
+            self._collect = True
+            self.record["stream"] = False
         model_id = body.get("model")
         self.record["model"] = model_id if isinstance(model_id, str) else None
         model = self.models.get(model_id) if isinstance(model_id, str) else None
@@ -168,6 +178,9 @@ class Exchange:
         out: list[bytes] = []
         for entry in batch:
             if entry is _END:
+                if self._collected:
+                    await self._answer_collected()
+                    return True
                 if not self._streaming:
                     await self._fail(GatewayError(502, error_body(
                         "route driver returned an empty stream", "server_error")))
@@ -189,6 +202,9 @@ class Exchange:
                 self.record["error"] = entry.message
             elif isinstance(entry, bytes | bytearray) and entry:
                 data = bytes(entry)
+                if self._collect:
+                    self._collected.append(data)
+                    continue
                 if not self._streaming:
                     out.append(http_io.stream_head(self.request.keep_alive))
                     self._streaming = True
@@ -199,6 +215,19 @@ class Exchange:
             self._send(out, now=not self._coalesce)
             await self.writer.drain()
         return False
+
+    async def _answer_collected(self) -> None:
+        """Answer a non-streamed request with the collected stream's final response."""
+        try:
+            answer = collected_answer(b"".join(self._collected))
+        except GatewayError as err:
+            await self._fail(err)
+            return
+        if self.record["usage"] is None and isinstance(answer.get("usage"), dict):
+            self.record["usage"] = answer["usage"]
+        self._finish(200, [])
+        self.writer.write(http_io.json_response(200, answer, self.request.keep_alive))
+        await self.writer.drain()
 
     def _send(self, out: list[bytes], now: bool) -> None:
         """Write now, or at the end of this loop step so back-to-back items share one send.
@@ -234,8 +263,11 @@ class Exchange:
     def _finish(self, status: int, tail: list[bytes]) -> None:
         self.record["status"] = status
         self.record["latency_ms"] = self._elapsed()
-        if self.record["usage"] is None and tail:
-            self.record["usage"] = _completed_usage(b"".join(tail))
+        if tail and (self.record["usage"] is None or any(b"response.failed" in t for t in tail)):
+            usage, failure = _stream_outcome(b"".join(tail))
+            self.record["usage"] = self.record["usage"] or usage
+            if failure and not self.record.get("error"):
+                self.record["error"] = failure
         secrets: list[str] = []
         if self.record.get("error"):
             secrets = list(self.supplied.values())
@@ -261,17 +293,21 @@ def _stream_code(status: int) -> str:
     return {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
 
 
-def _completed_usage(tail: bytes) -> dict[str, Any] | None:
-    """Usage from a ``response.completed`` frame at the end of a stream, if any."""
-    if b"response.completed" not in tail:
-        return None
-    start = tail.find(b"event: response.completed")
-    decoder = SseDecoder()
-    for frame in decoder.feed(tail[max(start, 0):]) + decoder.close():
-        if frame.event == "response.completed" or '"response.completed"' in frame.data[:60]:
-            try:
-                usage = json.loads(frame.data).get("response", {}).get("usage")
-            except (ValueError, AttributeError):
-                return None
-            return usage if isinstance(usage, dict) else None
-    return None
+def _stream_outcome(tail: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``(usage, failure message)`` from the final frame at the end of a stream, if any."""
+    for kind in ("response.completed", "response.failed"):
+        if kind.encode() not in tail:
+            continue
+        start = tail.find(f"event: {kind}".encode())
+        decoder = SseDecoder()
+        for frame in decoder.feed(tail[max(start, 0):]) + decoder.close():
+            if frame.event == kind or f'"{kind}"' in frame.data[:60]:
+                try:
+                    response = json.loads(frame.data).get("response") or {}
+                    usage, error = response.get("usage"), response.get("error") or {}
+                    message = error.get("message") if kind == "response.failed" else None
+                except (ValueError, AttributeError):
+                    return None, None
+                return (usage if isinstance(usage, dict) else None,
+                        message if isinstance(message, str) else None)
+    return None, None

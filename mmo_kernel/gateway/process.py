@@ -4,8 +4,8 @@ One gateway serves every session of a user. ``ensure_gateway`` starts it on
 demand (a detached process leading its own process group), records it in
 ``<state>/gateway/gateway.json`` (pid, start token, host, port, url), reuses
 it while it answers ``/health`` as that same process, and restarts it when it
-is dead — on the same port when it can, so agents configured with the old
-url keep working.
+is dead or lacks a plugin the caller has — on the same port when it can, so
+agents configured with the old url keep working.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from filelock import FileLock
 
 from mmo_kernel import package_version
+from mmo_kernel.gateway.plugin_set import installed_plugins, lacks_plugins
 from mmo_kernel.gateway.request_log import gateway_dir
 from mmo_kernel.gateway.sources import gateway_address
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION
@@ -71,15 +72,18 @@ def _lock() -> FileLock:
 def ensure_gateway() -> dict[str, Any]:
     """The running gateway's record, starting (or restarting) it if needed.
 
-    Returns the record plus ``"reused": bool``. Raises ``RuntimeError`` with
-    the gateway's own error output when it cannot start.
+    A healthy gateway that lacks one of this environment's plugins (installed
+    or upgraded after it started) is restarted too, on the same port. Returns
+    the record plus ``"reused": bool``. Raises ``RuntimeError`` with the
+    gateway's own error output when it cannot start.
     """
+    plugins = installed_plugins()
     with _lock():
         record = read_record()
-        if record is not None and healthy(record):
+        if record is not None and healthy(record) and not lacks_plugins(record, plugins):
             return {**record, "reused": True}
         if record is not None:
-            _retire(record)
+            _retire(record)  # dead, or started before one of the caller's plugins was installed
         return {**_start(previous_port=(record or {}).get("port")), "reused": False}
 
 
@@ -144,7 +148,9 @@ def stop_gateway() -> dict[str, Any]:
         return {"stopped": _retire(record), "pid": record.get("pid")}
 
 
-def new_record(pid: int, token: str, host: str, port: int) -> dict[str, Any]:
+def new_record(pid: int, token: str, host: str, port: int,
+               plugins: list[str] | None = None) -> dict[str, Any]:
     return {"schema_version": MMO_SCHEMA_VERSION, "pid": pid, "start_token": token,
             "host": host, "port": port, "url": f"http://{host}:{port}",
-            "started_at": time.time(), "package_version": package_version()}
+            "started_at": time.time(), "package_version": package_version(),
+            "plugins": installed_plugins() if plugins is None else plugins}

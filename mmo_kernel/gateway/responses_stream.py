@@ -1,4 +1,4 @@
-"""Build the OpenAI Responses streaming events that Codex parses.
+"""Build the OpenAI Responses streaming events that Codex and the ``openai`` SDK parse.
 
 Codex's SSE reader (codex-rs ``codex-api/src/sse/responses.rs``) acts on
 ``response.created`` (needs a ``response`` object), ``response.output_item.added``
@@ -9,6 +9,18 @@ Codex's SSE reader (codex-rs ``codex-api/src/sse/responses.rs``) acts on
 without ``response.completed`` is a disconnect to Codex, so every stream this
 builder produces ends with exactly one ``completed`` or ``failed`` event.
 
+Other clients check more: the SDK's ``responses.stream()`` helper appends
+text to the content part a ``response.content_part.added`` opened and
+arguments to the call a ``response.output_item.added`` opened, and keeps one
+response identity. So the full Responses sequence is emitted, as the OpenAI
+API emits it: ``created``, ``in_progress``; per message ``output_item.added``,
+``content_part.added``, ``output_text.delta``... (with ``logprobs``),
+``output_text.done``, ``content_part.done``, ``output_item.done``; per call
+``output_item.added`` (empty arguments), ``function_call_arguments.delta`` /
+``.done`` (``custom_tool_call_input`` for freeform tools), ``output_item.done``;
+and the request's ``tools``, ``tool_choice`` and ``parallel_tool_calls`` on
+every ``response`` object.
+
 Route drivers (and the translators) feed it upstream deltas and yield the
 bytes it returns.
 """
@@ -18,6 +30,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -47,20 +60,35 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+ECHOED_DEFAULTS: dict[str, Any] = {"tools": [], "tool_choice": "auto",
+                                   "parallel_tool_calls": True}
+"""Request fields every ``response`` object repeats (the Responses API's defaults)."""
+
+
+def request_echo(request: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The request fields a ``response`` object carries back, defaults filled in."""
+    request = request or {}
+    return {key: request[key] if request.get(key) is not None else default
+            for key, default in ECHOED_DEFAULTS.items()}
+
+
 class ResponsesStream:
     """Stateful emitter of one response's events; every method returns SSE bytes.
 
     Text deltas open an assistant message on demand; a tool call closes the
     open message first, so items come out in the order the model produced
-    them. ``output`` keeps the finished items for the final ``response``.
+    them. ``output`` keeps the finished items for the final ``response``;
+    ``request`` (the Responses request body) supplies the echoed fields.
     """
 
-    def __init__(self, model: str, response_id: str | None = None) -> None:
+    def __init__(self, model: str, response_id: str | None = None,
+                 request: Mapping[str, Any] | None = None) -> None:
         self.model = model
         self.response_id = response_id or new_id("resp")
         self.created_at = int(time.time())
         self.output: list[dict[str, Any]] = []
         self.finished = False
+        self.echo = request_echo(request)
         self._sequence = 0
         self._message: dict[str, Any] | None = None
         self._text: list[str] = []
@@ -80,28 +108,40 @@ class ResponsesStream:
             "model": self.model,
             "status": status,
             "output": list(self.output) if status != "in_progress" else [],
+            "error": None,
+            "incomplete_details": None,
+            **self.echo,
             **fields,
         }
 
-    def _add_item(self, item: dict[str, Any]) -> bytes:
+    def _call(self, item: dict[str, Any], field: str, kind: str) -> bytes:
+        """A finished tool call: opened empty, its ``field`` streamed in one delta, closed."""
         index = len(self.output)
+        value = item[field]
+        ids = {"item_id": item["id"], "output_index": index}
+        out = self._event("response.output_item.added", output_index=index,
+                          item={**item, "status": "in_progress", field: ""})
+        if value:
+            out += self._event(f"response.{kind}.delta", **ids, delta=value)
+        done = {"name": item["name"]} if kind == "function_call_arguments" else {}
+        out += self._event(f"response.{kind}.done", **ids, **done, **{field: value})
         self.output.append(item)
-        added = self._event("response.output_item.added", output_index=index, item=item)
-        return added + self._event(
-            "response.output_item.done", output_index=index, item=item
-        )
+        return out + self._event("response.output_item.done", output_index=index, item=item)
 
     # ------------------------------------------------------------- events --
 
     def created(self) -> bytes:
-        """The first event of every stream."""
-        return self._event("response.created", response=self._response("in_progress"))
+        """The first events of every stream: ``response.created`` and ``response.in_progress``."""
+        response = self._response("in_progress")
+        return (self._event("response.created", response=response)
+                + self._event("response.in_progress", response=response))
 
     def text_delta(self, delta: str) -> bytes:
-        """Stream assistant text; opens a message item when none is open."""
+        """Stream assistant text; opens a message item (and its text part) when none is open."""
         if not delta:
             return b""
         out = b""
+        index = len(self.output)
         if self._message is None:
             self._message = {
                 "id": new_id("msg"),
@@ -111,31 +151,35 @@ class ResponsesStream:
                 "content": [],
             }
             self._text = []
-            out += self._event(
-                "response.output_item.added", output_index=len(self.output), item=self._message
-            )
+            out += self._event("response.output_item.added", output_index=index,
+                               item=self._message)
+            out += self._event("response.content_part.added", item_id=self._message["id"],
+                               output_index=index, content_index=0,
+                               part={"type": "output_text", "text": "", "annotations": []})
         self._text.append(delta)
         return out + self._event(
             "response.output_text.delta",
             item_id=self._message["id"],
-            output_index=len(self.output),
+            output_index=index,
             content_index=0,
             delta=delta,
+            logprobs=[],
         )
 
     def end_message(self) -> bytes:
         """Close the open message (no-op when none is open)."""
         if self._message is None:
             return b""
-        item = {
-            **self._message,
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "".join(self._text), "annotations": []}],
-        }
+        text = "".join(self._text)
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {**self._message, "status": "completed", "content": [part]}
         self._message = None
         index = len(self.output)
+        ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        out = self._event("response.output_text.done", **ids, text=text, logprobs=[])
+        out += self._event("response.content_part.done", **ids, part=part)
         self.output.append(item)
-        return self._event("response.output_item.done", output_index=index, item=item)
+        return out + self._event("response.output_item.done", output_index=index, item=item)
 
     def message(self, text: str) -> bytes:
         """A whole assistant message in one go."""
@@ -155,7 +199,7 @@ class ResponsesStream:
         }
         if namespace:
             item["namespace"] = namespace
-        return self.end_message() + self._add_item(item)
+        return self.end_message() + self._call(item, "arguments", "function_call_arguments")
 
     def custom_tool_call(self, name: str, input_text: str, call_id: str | None = None) -> bytes:
         """A freeform tool call (e.g. ``apply_patch``)."""
@@ -167,7 +211,7 @@ class ResponsesStream:
             "input": input_text,
             "call_id": call_id or new_id("call"),
         }
-        return self.end_message() + self._add_item(item)
+        return self.end_message() + self._call(item, "input", "custom_tool_call_input")
 
     def completed(self, usage: dict[str, Any] | None = None) -> bytes:
         """End the stream successfully; ``usage`` from :func:`usage_block`."""
@@ -189,4 +233,5 @@ class ResponsesStream:
         return out + self._event("response.failed", response=self._response("failed", error=error))
 
 
-__all__ = ["ResponsesStream", "new_id", "sse_event", "usage_block"]
+__all__ = ["ECHOED_DEFAULTS", "ResponsesStream", "new_id", "request_echo", "sse_event",
+           "usage_block"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from mmo_kernel.gateway import http_io
 from mmo_kernel.gateway.errors import GatewayError, error_body, not_found
 from mmo_kernel.gateway.exchange import SESSION_HEADER, Exchange
 from mmo_kernel.gateway.listing import models_payload
-from mmo_kernel.gateway.request_log import RequestLog
+from mmo_kernel.gateway.request_log import RequestLog, now_iso
 from mmo_kernel.gateway.sources import CatalogView
 from mmo_kernel.gateway.upstream_async import close_idle_connections
 from mmo_kernel.plugin.manager import get_driver
@@ -117,12 +118,17 @@ class GatewayServer:
         try:
             routes, models = self.catalog.current()
         except Exception as exc:
-            err = GatewayError(500, error_body(f"catalog unavailable: {exc}", "server_error"))
-            writer.write(http_io.json_response(err.status, err.body, keep))
-            await writer.drain()
+            await self._refuse(request, route_id, writer, GatewayError(500, error_body(
+                f"catalog unavailable: {exc}", "server_error", "catalog_unavailable")))
             return
         route = routes.get(route_id)
-        if route is None:
+        disabled = getattr(self.catalog, "disabled", {})
+        if route is None and route_id in disabled:
+            # A configuration error Codex should stop on (400), not retry as a 5xx.
+            err = GatewayError(400, error_body(
+                f"route {route_id!r} is disabled: {disabled[route_id]}",
+                "invalid_request_error", "route_disabled"))
+        elif route is None:
             err = not_found(f"unknown route {route_id!r}")
         elif request.method == "GET" and leaf == "models":
             ids = [m.id for m in models.values() if m.route == route_id]
@@ -134,7 +140,22 @@ class GatewayServer:
             return
         else:
             err = not_found(f"no gateway endpoint {request.method} {request.path}")
-        writer.write(http_io.json_response(err.status, err.body, keep))
+        await self._refuse(request, route_id, writer, err)
+
+    async def _refuse(self, request: http_io.Request, route_id: str,
+                      writer: asyncio.StreamWriter, err: GatewayError) -> None:
+        """Answer a route request with ``err`` before any driver runs, and log it."""
+        record = {"at": now_iso(), "route": route_id[:128], "model": None,
+                  "status": err.status, "latency_ms": 0.0, "usage": None,
+                  "provider_metadata": None, "error": err.message}
+        session = request.headers.get(SESSION_HEADER)
+        if session:
+            record["session"] = session[:128]
+        self.log.write(record)
+        if err.status >= 500:
+            print(f"{now_iso()} mmo gateway: {request.method} {request.path}: HTTP {err.status}: "
+                  f"{err.message}", file=sys.stderr, flush=True)
+        writer.write(http_io.json_response(err.status, err.body, request.keep_alive))
         await writer.drain()
 
     def submit(self, fn: Callable[[], None]) -> None:

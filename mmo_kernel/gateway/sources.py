@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from mmo_kernel.config.catalog import Model, Route
 from mmo_kernel.config.catalog_load import builtin_catalog_path, load_catalog
+from mmo_kernel.gateway.request_log import now_iso
 from mmo_kernel.state.paths import config_dir
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -120,13 +122,20 @@ def gateway_address() -> tuple[str, int]:
 
 
 class CatalogView:
-    """Routes and models by id, reloaded when a catalog file changes."""
+    """Routes and models by id, reloaded when a catalog file changes.
+
+    The catalog is loaded isolated: a broken fragment leaves out only its own
+    routes (``disabled`` says why), and the problems are written to stderr
+    (``gateway.log``) each time they change.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stamp: tuple[Any, ...] | None = None
         self._routes: dict[str, Route] = {}
         self._models: dict[str, Model] = {}
+        self.disabled: dict[str, str] = {}
+        self._problems: tuple[str, ...] = ()
         self._dir_stamp: tuple[str, int | None] | None = None
         self._files: list[str] | None = None
 
@@ -154,11 +163,13 @@ class CatalogView:
         return tuple(stamp)
 
     def _reload(self) -> None:
-        loaded = load_catalog()
-        routes = _entries(loaded, "routes")
-        models = _entries(loaded, "models")
-        self._routes = {rid: r for rid, r in routes.items() if isinstance(r, Route)}
-        self._models = {mid: m for mid, m in models.items() if isinstance(m, Model)}
+        loaded = load_catalog(isolate_fragments=True)
+        self._routes = {rid: r for rid, r in loaded.routes.items() if isinstance(r, Route)}
+        self._models = {mid: m for mid, m in loaded.models.items() if isinstance(m, Model)}
+        self.disabled = dict(loaded.disabled)
+        if loaded.problems != self._problems:
+            self._problems = loaded.problems
+            _report(loaded.problems)
 
     def current(self) -> tuple[dict[str, Route], dict[str, Model]]:
         with self._lock:
@@ -169,9 +180,17 @@ class CatalogView:
             return self._routes, self._models
 
 
-def _entries(loaded: Any, name: str) -> dict[str, Any]:
-    value = loaded.get(name) if isinstance(loaded, Mapping) else getattr(loaded, name, None)
-    return dict(value or {})
+def _report(problems: tuple[str, ...]) -> None:
+    """Catalog problems into the gateway's own log (its stderr is ``gateway.log``)."""
+    if not problems:
+        print(f"{now_iso()} mmo gateway: catalog problems fixed; every route is loaded",
+              file=sys.stderr, flush=True)
+        return
+    print(f"{now_iso()} mmo gateway: catalog entries disabled until these problems are fixed:",
+          file=sys.stderr)
+    for found in problems:
+        print(f"  {found}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 class StaticCatalog:
@@ -180,6 +199,7 @@ class StaticCatalog:
     def __init__(self, routes: list[Route], models: list[Model]) -> None:
         self._routes = {r.id: r for r in routes}
         self._models = {m.id: m for m in models}
+        self.disabled: dict[str, str] = {}
 
     def current(self) -> tuple[dict[str, Route], dict[str, Model]]:
         return self._routes, self._models

@@ -97,39 +97,57 @@ class UpstreamResponse:
         return json.loads(b"".join(self.iter_bytes()) or b"null")
 
 
-def upstream_error_message(status: int, raw: bytes) -> str:
-    """The provider's own error text (OpenAI and Anthropic shapes), else a short excerpt."""
+def upstream_error(status: int, raw: bytes) -> tuple[str, str | None, str | None]:
+    """``(message, code, type)`` of a provider's error body (OpenAI and Anthropic shapes).
+
+    Without a readable message, a short excerpt of the body; ``code`` and
+    ``type`` only when the provider gave them as strings.
+    """
     try:
         doc = json.loads(raw)
     except ValueError:
         text = raw.decode("utf-8", errors="replace").strip()
-        return text[:500] or f"upstream returned HTTP {status}"
+        return text[:500] or f"upstream returned HTTP {status}", None, None
     error = doc.get("error") if isinstance(doc, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
+    if isinstance(error, dict):
+        code, kind = error.get("code"), error.get("type")
+        message = error.get("message")
+        return (message if isinstance(message, str) else json.dumps(doc)[:500],
+                code if isinstance(code, str) and code else None,
+                kind if isinstance(kind, str) and kind else None)
     if isinstance(error, str):
-        return error
+        return error, None, None
     if isinstance(doc, dict) and isinstance(doc.get("message"), str):
-        return doc["message"]
-    return json.dumps(doc)[:500]
+        return doc["message"], None, None
+    return json.dumps(doc)[:500], None, None
+
+
+def upstream_error_message(status: int, raw: bytes) -> str:
+    """The provider's own error text, else a short excerpt of the body."""
+    return upstream_error(status, raw)[0]
 
 
 def map_upstream_status(status: int, raw: bytes) -> GatewayError:
     """Turn an upstream HTTP error into the error Codex classifies the same way.
 
-    429 stays 429 (a plain rate limit Codex retries); 401/403 become 401
-    (terminal); other 4xx are 400 (terminal, the provider's message shown);
-    5xx stay 5xx (retryable).
+    429 stays 429 (a rate limit Codex retries, unless the code or type says
+    ``insufficient_quota``); 401/403 become 401 (terminal); other 4xx are 400
+    (terminal, the provider's message shown; ``context_length_exceeded`` makes
+    it Codex's context-window error); 5xx stay 5xx (retryable). The provider's
+    own ``code`` and ``type`` are kept, since that is what Codex and the SDKs
+    classify by; the defaults below only fill in what the provider left out.
     """
-    message = upstream_error_message(status, raw)
+    message, code, kind = upstream_error(status, raw)
     if status == 429:
-        return GatewayError(429, error_body(message, "rate_limit_error", "rate_limit_exceeded"))
-    if status in (401, 403):
-        return GatewayError(401, error_body(message, "authentication_error", "invalid_api_key"))
-    if 400 <= status < 500:
-        return GatewayError(400, error_body(message, "invalid_request_error"))
-    return GatewayError(status if 500 <= status <= 599 else 502,
-                        error_body(message, "server_error", "upstream_error"))
+        status, default_kind, default_code = 429, "rate_limit_error", "rate_limit_exceeded"
+    elif status in (401, 403):
+        status, default_kind, default_code = 401, "authentication_error", "invalid_api_key"
+    elif 400 <= status < 500:
+        status, default_kind, default_code = 400, "invalid_request_error", None
+    else:
+        status = status if 500 <= status <= 599 else 502
+        default_kind, default_code = "server_error", "upstream_error"
+    return GatewayError(status, error_body(message, kind or default_kind, code or default_code))
 
 
 @dataclass(frozen=True)

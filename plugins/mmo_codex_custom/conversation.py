@@ -72,6 +72,8 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any]
     custom: bool = False
+    strict: bool = False
+    """``strict: true`` on a function tool: the upstream must follow ``parameters`` exactly."""
 
 
 @dataclass
@@ -134,7 +136,8 @@ def _tools(raw_tools: Any) -> tuple[list[ToolSpec], dict[str, tuple[str | None, 
         flat = upstream_tool_name(namespace, name)
         if kind == "function":
             params = tool.get("parameters") or {"type": "object", "properties": {}}
-            specs.append(ToolSpec(flat, tool.get("description") or "", params))
+            specs.append(ToolSpec(flat, tool.get("description") or "", params,
+                                  strict=tool.get("strict") is True))
             names[flat] = (namespace, name, False)
         elif kind == "custom":
             fmt = tool.get("format") or {}

@@ -32,6 +32,7 @@ from mmo_kernel.plugin import RouteDriver
 from .conversation import Conversation, read_conversation
 from .wire_anthropic import (
     anthropic_request,
+    classify_error,
     translate_anthropic_stream,
     translate_anthropic_stream_async,
 )
@@ -165,26 +166,32 @@ class CodexCustomRoute(RouteDriver):
                         env: Mapping[str, str]) -> Iterator[Any]:
         """The blocking path (third-party embedders); the gateway uses the async one."""
         call = self._upstream_call(route, model, body, env)
-        upstream = post_json(call.url, call.payload, call.headers, call.timeout)
+        try:
+            upstream = post_json(call.url, call.payload, call.headers, call.timeout)
+        except GatewayError as err:
+            raise _classified(route, err) from None
         if call.conv is None:
             return relay_responses_stream(upstream.iter_bytes())
         content_type = upstream.headers.get("content-type", "")
         translate = (translate_chat_stream if route.wire_protocol == "openai_chat"
                      else translate_anthropic_stream)
-        return translate(call.conv, model.id, upstream.iter_bytes(), content_type)
+        return translate(call.conv, model.id, upstream.iter_bytes(), content_type, body)
 
     async def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
                                     env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
         """The same answer on the gateway's event loop (no worker thread, pooled upstream)."""
         call = self._upstream_call(route, model, body, env)
-        upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
+        try:
+            upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
+        except GatewayError as err:
+            raise _classified(route, err) from None
         if call.conv is None:
             items = relay_responses_stream_async(upstream.iter_bytes())
         else:
             content_type = upstream.headers.get("content-type", "")
             translate = (translate_chat_stream_async if route.wire_protocol == "openai_chat"
                          else translate_anthropic_stream_async)
-            items = translate(call.conv, model.id, upstream.iter_bytes(), content_type)
+            items = translate(call.conv, model.id, upstream.iter_bytes(), content_type, body)
         try:
             async for item in items:
                 yield item
@@ -248,6 +255,11 @@ class CodexCustomRoute(RouteDriver):
             else:
                 headers["Authorization"] = f"Bearer {key}"
         return headers
+
+
+def _classified(route: Any, err: GatewayError) -> GatewayError:
+    """An upstream HTTP error in the terms Codex classifies (codes the wire leaves implicit)."""
+    return classify_error(err) if route.wire_protocol == "anthropic_messages" else err
 
 
 def _check_url(url: str, where: str) -> None:

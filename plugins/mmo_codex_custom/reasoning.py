@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -96,8 +97,9 @@ class ReasoningStream(ResponsesStream):
     ``output_index`` stays the position in ``output``.
     """
 
-    def __init__(self, model: str, response_id: str | None = None) -> None:
-        super().__init__(model, response_id)
+    def __init__(self, model: str, response_id: str | None = None,
+                 request: Mapping[str, Any] | None = None) -> None:
+        super().__init__(model, response_id, request)
         self._reasoning_id: str | None = None
         self._reasoning: list[str] = []
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from mmo_kernel.gateway import LogNote, SseDecoder, usage_block
+from mmo_kernel.gateway import GatewayError, LogNote, SseDecoder, error_body, usage_block
 
 from .conversation import Conversation, Part, codex_call
 from .reasoning import (
@@ -38,6 +38,16 @@ THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 8192, "high": 16384,
                     "xhigh": 32768, "max": 49152}
 """``budget_tokens`` per Codex effort; ``max_tokens`` grows by the budget (docs/gateway.md)."""
 THINKING_TYPES = ("thinking", "redacted_thinking")
+PROMPT_TOO_LONG = "prompt is too long"
+"""How Anthropic words a context-window overflow (a 400 ``invalid_request_error``, no code)."""
+
+
+def classify_error(err: GatewayError) -> GatewayError:
+    """Give Anthropic's context-window 400 the ``context_length_exceeded`` code Codex knows."""
+    if err.status == 400 and err.code is None and PROMPT_TOO_LONG in err.message.lower():
+        return GatewayError(400, error_body(err.message, "invalid_request_error",
+                                            "context_length_exceeded"))
+    return err
 
 
 def _tool_id(call_id: str) -> str:
@@ -161,9 +171,10 @@ def anthropic_request(conv: Conversation, model: Any, default_max_tokens: int) -
 class AnthropicStreamTranslator:
     """Messages stream events -> Responses events, in content-block order."""
 
-    def __init__(self, conv: Conversation, model_id: str) -> None:
+    def __init__(self, conv: Conversation, model_id: str,
+                 request: Mapping[str, Any] | None = None) -> None:
         self.conv = conv
-        self.out = ReasoningStream(model_id)
+        self.out = ReasoningStream(model_id, request=request)
         self.blocks: dict[int, dict[str, Any]] = {}
         self.input_tokens = self.cached = self.output_tokens = 0
         self.stop_reason: str | None = None
@@ -249,6 +260,10 @@ class AnthropicStreamTranslator:
             return self.out.end_reasoning()
         return self.out.end_reasoning(seal(AnthropicToken(route=self.conv.route, block=rebuilt)))
 
+    def broke(self, err: GatewayError) -> None:
+        """The upstream failed mid-stream: end this same response with ``response.failed``."""
+        self.error = (err.message, err.code or "server_error")
+
     def usage(self) -> dict[str, Any]:
         return usage_block(self.input_tokens, self.output_tokens, self.cached)
 
@@ -276,37 +291,45 @@ def _note(tr: AnthropicStreamTranslator) -> LogNote:
 
 
 def translate_anthropic_stream(conv: Conversation, model_id: str, chunks: Iterator[bytes],
-                               content_type: str) -> Iterator[Any]:
-    tr = AnthropicStreamTranslator(conv, model_id)
+                               content_type: str, request: Mapping[str, Any] | None = None
+                               ) -> Iterator[Any]:
+    tr = AnthropicStreamTranslator(conv, model_id, request)
     yield tr.out.created()
-    if "event-stream" not in content_type:
-        yield from _whole_message(tr, json.loads(b"".join(chunks) or b"{}"))
-    else:
-        decoder = SseDecoder()
-        for raw in chunks:
-            out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, raw))
-            if out:
-                yield out
+    try:
+        if "event-stream" not in content_type:
+            yield from _whole_message(tr, json.loads(b"".join(chunks) or b"{}"))
+        else:
+            decoder = SseDecoder()
+            for raw in chunks:
+                out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, raw))
+                if out:
+                    yield out
+    except GatewayError as err:
+        tr.broke(err)
     yield _note(tr)
     yield tr.finish()
 
 
 async def translate_anthropic_stream_async(conv: Conversation, model_id: str,
-                                           chunks: AsyncIterator[bytes],
-                                           content_type: str) -> AsyncGenerator[Any, None]:
+                                           chunks: AsyncIterator[bytes], content_type: str,
+                                           request: Mapping[str, Any] | None = None
+                                           ) -> AsyncGenerator[Any, None]:
     """The same translation for the gateway's async path."""
-    tr = AnthropicStreamTranslator(conv, model_id)
+    tr = AnthropicStreamTranslator(conv, model_id, request)
     yield tr.out.created()
-    if "event-stream" not in content_type:
-        raw = b"".join([piece async for piece in chunks])
-        for out in _whole_message(tr, json.loads(raw or b"{}")):
-            yield out
-    else:
-        decoder = SseDecoder()
-        async for piece in chunks:
-            out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, piece))
-            if out:
+    try:
+        if "event-stream" not in content_type:
+            raw = b"".join([piece async for piece in chunks])
+            for out in _whole_message(tr, json.loads(raw or b"{}")):
                 yield out
+        else:
+            decoder = SseDecoder()
+            async for piece in chunks:
+                out = b"".join(tr.event(doc) for doc in _sse_docs(decoder, piece))
+                if out:
+                    yield out
+    except GatewayError as err:
+        tr.broke(err)
     yield _note(tr)
     yield tr.finish()
 

@@ -11,12 +11,12 @@ and OpenRouter documents sending ``reasoning_details`` back.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from mmo_kernel.gateway import LogNote, SseDecoder, usage_block
+from mmo_kernel.gateway import GatewayError, LogNote, SseDecoder, usage_block
 
-from .conversation import Conversation, Part, Turn, codex_call
+from .conversation import Conversation, Part, ToolSpec, Turn, codex_call
 from .reasoning import REASONING_FIELDS, ChatToken, ReasoningField, ReasoningStream, seal, unseal
 
 ROUTING_KEYS = ("provider", "routing", "openrouter_metadata")
@@ -77,6 +77,16 @@ def _replayed_reasoning(raw_tokens: list[str], route: str) -> dict[str, Any]:
     return {tokens[0].field: "".join(t.text for t in tokens)}
 
 
+def _function(tool: ToolSpec) -> dict[str, Any]:
+    """A chat ``function`` tool; ``strict`` only when Codex asked for it (not every upstream
+    knows the key, and ``false`` is the default everywhere)."""
+    function: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                "parameters": tool.parameters}
+    if tool.strict:
+        function["strict"] = True
+    return function
+
+
 def chat_request(conv: Conversation, model: Any, stream: bool = True) -> dict[str, Any]:
     """The Chat Completions body for one Responses request."""
     payload: dict[str, Any] = {"model": model.upstream_id, "messages": _messages(conv),
@@ -84,9 +94,7 @@ def chat_request(conv: Conversation, model: Any, stream: bool = True) -> dict[st
     if stream:
         payload["stream_options"] = {"include_usage": True}
     if conv.tools:
-        payload["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in conv.tools]
+        payload["tools"] = [{"type": "function", "function": _function(t)} for t in conv.tools]
         payload["tool_choice"] = "auto"
         payload["parallel_tool_calls"] = conv.parallel_tool_calls
     if conv.output_schema is not None:
@@ -174,16 +182,18 @@ def _details_text(details: list[Any]) -> str:
 class ChatStreamTranslator:
     """Turns Chat Completions chunks into Responses events, one chunk at a time."""
 
-    def __init__(self, conv: Conversation, model_id: str) -> None:
+    def __init__(self, conv: Conversation, model_id: str,
+                 request: Mapping[str, Any] | None = None) -> None:
         self.conv = conv
-        self.out = ReasoningStream(model_id)
+        self.out = ReasoningStream(model_id, request=request)
         self.reasoning = ChatReasoning(conv.route)
         self.calls: dict[int, dict[str, str]] = {}
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.metadata: dict[str, Any] = {}
         self.upstream_model: str | None = None
-        self.error: str | None = None
+        self.error: tuple[str, str] | None = None
+        """``(message, code)`` of an upstream error; the stream then fails with them."""
 
     def start(self) -> bytes:
         return self.out.created()
@@ -195,7 +205,10 @@ class ChatStreamTranslator:
         if isinstance(doc.get("model"), str):
             self.upstream_model = doc["model"]
         if isinstance(doc.get("error"), dict):
-            self.error = str(doc["error"].get("message") or doc["error"])
+            error = doc["error"]
+            code = error.get("code")
+            self.error = (str(error.get("message") or error),
+                          code if isinstance(code, str) and code else "server_error")
             return b""
         if isinstance(doc.get("usage"), dict):
             self.usage = _usage(doc["usage"])
@@ -218,7 +231,7 @@ class ChatStreamTranslator:
 
     def finish(self) -> bytes:
         if self.error is not None:
-            return self.out.failed(self.error, "server_error")
+            return self.out.failed(*self.error)
         out = self._end_reasoning() + self.out.end_message()
         for index in sorted(self.calls):
             slot = self.calls[index]
@@ -228,6 +241,10 @@ class ChatStreamTranslator:
             out += (self.out.custom_tool_call(name, payload, call_id) if custom
                     else self.out.function_call(name, payload, call_id, namespace))
         return out + self.out.completed(self.usage)
+
+    def broke(self, err: GatewayError) -> None:
+        """The upstream failed mid-stream: end this same response with ``response.failed``."""
+        self.error = (err.message, err.code or "server_error")
 
     def _end_reasoning(self) -> bytes:
         token = self.reasoning.token()
@@ -265,35 +282,43 @@ def _whole(tr: ChatStreamTranslator, raw: bytes) -> bytes:
 
 
 def translate_chat_stream(conv: Conversation, model_id: str, chunks: Iterator[bytes],
-                          content_type: str) -> Iterator[Any]:
+                          content_type: str, request: Mapping[str, Any] | None = None
+                          ) -> Iterator[Any]:
     """Responses SSE bytes (and a final LogNote) from an upstream chat response."""
-    tr = ChatStreamTranslator(conv, model_id)
+    tr = ChatStreamTranslator(conv, model_id, request)
     yield tr.start()
-    if "event-stream" not in content_type:
-        yield _whole(tr, b"".join(chunks))
-    else:
-        decoder = SseDecoder()
-        for raw in chunks:
-            out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
-            if out:
-                yield out
+    try:
+        if "event-stream" not in content_type:
+            yield _whole(tr, b"".join(chunks))
+        else:
+            decoder = SseDecoder()
+            for raw in chunks:
+                out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
+                if out:
+                    yield out
+    except GatewayError as err:
+        tr.broke(err)
     yield tr.note()
     yield tr.finish()
 
 
 async def translate_chat_stream_async(conv: Conversation, model_id: str,
-                                      chunks: AsyncIterator[bytes],
-                                      content_type: str) -> AsyncGenerator[Any, None]:
+                                      chunks: AsyncIterator[bytes], content_type: str,
+                                      request: Mapping[str, Any] | None = None
+                                      ) -> AsyncGenerator[Any, None]:
     """The same translation for the gateway's async path."""
-    tr = ChatStreamTranslator(conv, model_id)
+    tr = ChatStreamTranslator(conv, model_id, request)
     yield tr.start()
-    if "event-stream" not in content_type:
-        yield _whole(tr, b"".join([raw async for raw in chunks]))
-    else:
-        decoder = SseDecoder()
-        async for raw in chunks:
-            out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
-            if out:
-                yield out
+    try:
+        if "event-stream" not in content_type:
+            yield _whole(tr, b"".join([raw async for raw in chunks]))
+        else:
+            decoder = SseDecoder()
+            async for raw in chunks:
+                out = b"".join(tr.chunk(doc) for doc in _sse_docs(decoder, raw))
+                if out:
+                    yield out
+    except GatewayError as err:
+        tr.broke(err)
     yield tr.note()
     yield tr.finish()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -91,9 +91,14 @@ def make_reply(body_input: list[dict[str, Any]], output: list[OutputItem]) -> Mo
     return ModelReply(output=output, usage=usage)
 
 
-def reply_events(reply: ModelReply, model: str) -> Iterator[bytes]:
-    """SSE chunks of one reply: created, each item, completed with usage."""
-    stream = ResponsesStream(model)
+def reply_events(reply: ModelReply, model: str,
+                 request: Mapping[str, Any] | None = None) -> Iterator[bytes]:
+    """SSE chunks of one reply: created, each item, completed with usage.
+
+    ``request`` is the Responses request: its tools, tool choice and
+    parallel-calls flag are repeated on the response, as the Responses API does.
+    """
+    stream = ResponsesStream(model, request=request)
     yield stream.created()
     for item in reply.output:
         if isinstance(item, Message):

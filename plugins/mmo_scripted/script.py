@@ -239,9 +239,10 @@ def _call_step(verb: str, rest: str, heredoc: str | None, common: dict[str, Any]
     raw_args = _one_of(raw_args.strip(), heredoc, "JSON arguments", allow_empty=True) or "{}"
     args = _json_object(raw_args)
     if verb == "tool":
-        if not target:
-            raise ScriptError("tool needs a tool name: tool <name> {json}")
-        return Step(kind="tool", tool=target, args=args, **common)
+        namespace, dot, name = target.rpartition(".")
+        if not name or (dot and not namespace):
+            raise ScriptError("tool needs a tool name: tool [<namespace>.]<name> {json}")
+        return Step(kind="tool", server=namespace or None, tool=name, args=args, **common)
     server, dot, tool = target.partition(".")
     if not (server and dot and tool):
         raise ScriptError(f"mcp needs <server>.<tool>, got {target!r}")

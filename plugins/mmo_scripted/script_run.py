@@ -175,7 +175,7 @@ class ScriptRun:
             return self._function(step, UPDATE_GOAL, None, {"status": step.text})
         if step.kind == "mcp":
             return self._function(step, step.tool or "", f"mcp__{step.server}", step.args or {})
-        return self._function(step, step.tool or "", None, step.args or {})
+        return self._function(step, step.tool or "", step.server, step.args or {})
 
     def _text(self, step: Step, text: str) -> str:
         try:
@@ -216,6 +216,10 @@ class ScriptRun:
         if namespace is None:
             have = ", ".join(sorted(offered.functions)) or "none"
             raise StepFailed(step, f"Codex did not offer the tool {name!r} (offered: {have})")
+        if namespace not in offered.namespaces and not namespace.startswith("mcp__"):
+            have = ", ".join(sorted(offered.namespaces)) or "none"
+            raise StepFailed(step, f"Codex did not offer the tool namespace {namespace!r} "
+                                   f"(namespaces offered: {have})")
         if namespace not in offered.namespaces:
             servers = sorted(n[5:] for n in offered.namespaces if n.startswith("mcp__")) or ["none"]
             raise StepFailed(
@@ -224,9 +228,9 @@ class ScriptRun:
                 f"(MCP servers offered: {', '.join(servers)})",
             )
         have = ", ".join(sorted(offered.namespaces[namespace])) or "none"
-        raise StepFailed(
-            step, f"MCP server {namespace[5:]!r} has no tool {name!r} (tools: {have})"
-        )
+        owner = (f"MCP server {namespace[5:]!r}" if namespace.startswith("mcp__")
+                 else f"namespace {namespace!r}")
+        raise StepFailed(step, f"{owner} has no tool {name!r} (tools: {have})")
 
     def _require_custom(self, step: Step, name: str) -> None:
         if name not in self.conv.offered.custom:

@@ -65,10 +65,13 @@ def test_anthropic_stream_and_request_translation(serve, upstream, monkeypatch):
         [record] = gw.log()
     frames = res.frames()
     assert [f["type"] for f in frames] == [
-        "response.created", "response.output_item.added", "response.output_text.delta",
-        "response.output_text.delta", "response.output_item.done", "response.output_item.added",
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.content_part.added", "response.output_text.delta",
+        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+        "response.output_item.done", "response.output_item.added",
+        "response.function_call_arguments.delta", "response.function_call_arguments.done",
         "response.output_item.done", "response.completed"]
-    call = frames[6]["item"]
+    call = frames[12]["item"]
     assert (call["name"], call["namespace"], call["arguments"], call["call_id"]) == (
         "read", "mcp__fs", '{"path":"a.txt"}', "toolu_1")
     assert frames[-1]["response"]["usage"]["input_tokens"] == 34
@@ -102,8 +105,10 @@ def test_anthropic_error_event_and_truncated_stream_fail_the_response(serve, ups
         Reply(chunks=sse([{"type": "message_start", "message": {"usage": {"input_tokens": 1}}}],
                          named=True)))
     with serve([route], [make_model("anth")]) as gw:
-        overloaded = gw.responses("anth", {"model": "anth__m1", "input": [user("x")]})
-        truncated = gw.responses("anth", {"model": "anth__m1", "input": [user("x")]})
+        overloaded = gw.responses("anth", {"model": "anth__m1", "input": [user("x")],
+                                           "stream": True})
+        truncated = gw.responses("anth", {"model": "anth__m1", "input": [user("x")],
+                                          "stream": True})
     assert overloaded.frames()[-1]["response"]["error"] == {"code": "server_error",
                                                             "message": "Overloaded"}
     assert "before message_stop" in truncated.frames()[-1]["response"]["error"]["message"]
@@ -139,7 +144,8 @@ def test_json_non_streaming_chat_answer_is_still_streamed_to_codex(serve, upstre
         "choices": [{"message": {"content": "whole"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 2, "completion_tokens": 1}}).encode()]))
     with serve([route], [make_model("chat_r")]) as gw:
-        res = gw.responses("chat_r", {"model": "chat_r__m1", "input": [user("x")]})
+        res = gw.responses("chat_r", {"model": "chat_r__m1", "input": [user("x")],
+                                      "stream": True})
     frames = res.frames()
     assert frames[-2]["item"]["content"][0]["text"] == "whole"
     assert frames[-1]["response"]["usage"]["total_tokens"] == 3

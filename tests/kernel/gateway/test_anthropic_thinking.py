@@ -110,6 +110,7 @@ def test_thinking_streams_as_reasoning_and_its_signature_survives_the_tool_loop(
         second = gw.responses("anth", body(model.id, history)).frames()
     assert [(f["type"], f.get("output_index")) for f in frames] == [
         ("response.created", None),
+        ("response.in_progress", None),
         ("response.output_item.added", 0),
         ("response.reasoning_summary_part.added", 0),
         ("response.reasoning_summary_text.delta", 0),
@@ -118,17 +119,22 @@ def test_thinking_streams_as_reasoning_and_its_signature_survives_the_tool_loop(
         ("response.reasoning_summary_part.done", 0),
         ("response.output_item.done", 0),
         ("response.output_item.added", 1),
+        ("response.content_part.added", 1),
         ("response.output_text.delta", 1),
+        ("response.output_text.done", 1),
+        ("response.content_part.done", 1),
         ("response.output_item.done", 1),
         ("response.output_item.added", 2),
+        ("response.function_call_arguments.delta", 2),
+        ("response.function_call_arguments.done", 2),
         ("response.output_item.done", 2),
         ("response.completed", None)]
     assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
-    rs_id = frames[1]["item"]["id"]
-    assert frames[1]["item"] == {"id": rs_id, "type": "reasoning", "summary": []}
-    assert [f["delta"] for f in frames[3:5]] == ["I should ", "read a.txt."]
-    assert all(f["item_id"] == rs_id and f["summary_index"] == 0 for f in frames[2:7])
-    assert frames[5]["text"] == "I should read a.txt."
+    rs_id = frames[2]["item"]["id"]
+    assert frames[2]["item"] == {"id": rs_id, "type": "reasoning", "summary": []}
+    assert [f["delta"] for f in frames[4:6]] == ["I should ", "read a.txt."]
+    assert all(f["item_id"] == rs_id and f["summary_index"] == 0 for f in frames[3:8])
+    assert frames[6]["text"] == "I should read a.txt."
     assert reasoning == {"id": rs_id, "type": "reasoning",
                          "summary": [{"type": "summary_text", "text": "I should read a.txt."}],
                          "encrypted_content": reasoning["encrypted_content"]}
@@ -170,10 +176,10 @@ def test_redacted_thinking_round_trips_before_the_thinking_that_followed_it(
                    {k: v for k, v in call.items() if k != "status"},
                    {"type": "function_call_output", "call_id": "toolu_9", "output": "B"}]
         gw.responses("anth", body(model.id, history, effort="medium"))
-    assert [(f["type"], f.get("output_index")) for f in frames[:3]] == [
-        ("response.created", None), ("response.output_item.added", 0),
-        ("response.output_item.done", 0)]
-    assert frames[1]["item"] == {"id": hidden["id"], "type": "reasoning", "summary": []}
+    assert [(f["type"], f.get("output_index")) for f in frames[:4]] == [
+        ("response.created", None), ("response.in_progress", None),
+        ("response.output_item.added", 0), ("response.output_item.done", 0)]
+    assert frames[2]["item"] == {"id": hidden["id"], "type": "reasoning", "summary": []}
     assert hidden == {"id": hidden["id"], "type": "reasoning", "summary": [],
                       "encrypted_content": hidden["encrypted_content"]}
     assert token(hidden["encrypted_content"])["block"] == {

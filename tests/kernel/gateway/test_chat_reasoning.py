@@ -54,6 +54,7 @@ def test_reasoning_content_streams_as_a_reasoning_item_before_the_message(serve,
         [record] = gw.log()
     assert [(f["type"], f.get("output_index")) for f in frames] == [
         ("response.created", None),
+        ("response.in_progress", None),
         ("response.output_item.added", 0),
         ("response.reasoning_summary_part.added", 0),
         ("response.reasoning_summary_text.delta", 0),
@@ -62,29 +63,32 @@ def test_reasoning_content_streams_as_a_reasoning_item_before_the_message(serve,
         ("response.reasoning_summary_part.done", 0),
         ("response.output_item.done", 0),
         ("response.output_item.added", 1),
+        ("response.content_part.added", 1),
         ("response.output_text.delta", 1),
         ("response.output_text.delta", 1),
+        ("response.output_text.done", 1),
+        ("response.content_part.done", 1),
         ("response.output_item.done", 1),
         ("response.completed", None)]
     assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
-    rs_id = frames[1]["item"]["id"]
+    rs_id = frames[2]["item"]["id"]
     assert rs_id.startswith("rs_")
-    assert frames[1]["item"] == {"id": rs_id, "type": "reasoning", "summary": []}
+    assert frames[2]["item"] == {"id": rs_id, "type": "reasoning", "summary": []}
     where = {"item_id": rs_id, "output_index": 0, "summary_index": 0}
-    assert frames[2] == {"type": "response.reasoning_summary_part.added", "sequence_number": 2,
+    assert frames[3] == {"type": "response.reasoning_summary_part.added", "sequence_number": 3,
                          **where, "part": {"type": "summary_text", "text": ""}}
-    assert [f["delta"] for f in frames[3:5]] == ["Let me ", "think."]
-    assert all(f.items() >= where.items() for f in frames[3:7])
-    assert frames[5]["text"] == "Let me think."
-    assert frames[6]["part"] == {"type": "summary_text", "text": "Let me think."}
-    item = frames[7]["item"]
+    assert [f["delta"] for f in frames[4:6]] == ["Let me ", "think."]
+    assert all(f.items() >= where.items() for f in frames[4:8])
+    assert frames[6]["text"] == "Let me think."
+    assert frames[7]["part"] == {"type": "summary_text", "text": "Let me think."}
+    item = frames[8]["item"]
     assert item == {"id": rs_id, "type": "reasoning",
                     "summary": [{"type": "summary_text", "text": "Let me think."}],
                     "encrypted_content": item["encrypted_content"]}
     assert token(item["encrypted_content"]) == {
         "v": 1, "route": "chat_r", "wire": "chat", "field": "reasoning_content",
         "text": "Let me think.", "details": []}
-    assert frames[11]["item"]["content"][0]["text"] == "Hello world"
+    assert frames[15]["item"]["content"][0]["text"] == "Hello world"
     completed = frames[-1]["response"]
     assert [i["type"] for i in completed["output"]] == ["reasoning", "message"]
     assert completed["output"][0] == item

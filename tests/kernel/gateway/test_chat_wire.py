@@ -33,10 +33,12 @@ def test_text_stream_is_translated_to_exact_responses_events(serve, upstream, mo
     assert res.status == 200 and res.headers["content-type"] == "text/event-stream"
     frames = res.frames()
     assert [f["type"] for f in frames] == [
-        "response.created", "response.output_item.added", "response.output_text.delta",
-        "response.output_text.delta", "response.output_item.done", "response.completed"]
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.content_part.added", "response.output_text.delta",
+        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+        "response.output_item.done", "response.completed"]
     assert "".join(f["delta"] for f in frames if f["type"].endswith("delta")) == "Hello world"
-    assert frames[4]["item"]["content"][0]["text"] == "Hello world"
+    assert frames[8]["item"]["content"][0]["text"] == "Hello world"
     assert frames[-1]["response"]["usage"]["total_tokens"] == 17
     sent = upstream.seen[0]
     assert sent.path == "/v1/chat/completions"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 from support.gateway_harness import Gateway
@@ -67,3 +71,70 @@ def test_configured_port_in_use_fails_with_the_reason(mmo_env, mmo_process_guard
     finally:
         blocker.close()
     assert gateway_status()["running"] is False
+
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "mmo-example-route"
+MMO = Path(sys.executable).with_name("mmo")
+ECHO_FRAGMENT = """\
+schema_version = 1
+[routes.echo]
+name = "Echo"
+driver = "example_echo"
+api_operator = "me"
+access_product = "local"
+options = { greeting = "Ahoy from the echo route" }
+
+[models.echo__echo_small]
+route = "echo"
+upstream_id = "echo-small"
+maker = "me"
+"""
+
+
+def install_example_route(tmp_path: Path) -> Path:
+    """pip-install the third-party route plugin fixture into a private target dir."""
+    target, source = tmp_path / "site", tmp_path / "build" / "mmo-example-route"
+    shutil.copytree(FIXTURE, source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
+                   check=True, stdin=subprocess.DEVNULL, cwd=source.parent,
+                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    return target
+
+
+def gateway_start(site: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    result = subprocess.run([str(MMO), "gateway", "start", "--json"], capture_output=True,
+                            text=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_gateway_started_before_a_route_plugin_was_installed_is_restarted(
+        mmo_env, mmo_process_guard, tmp_path):
+    site = install_example_route(tmp_path)
+    body = {"model": "echo__echo_small", "stream": True, "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}
+    try:
+        before = gateway_start(None)  # the plugin is not installed yet
+        (mmo_env.config_dir / "catalog.d").mkdir(exist_ok=True)
+        (mmo_env.config_dir / "catalog.d" / "echo.toml").write_text(ECHO_FRAGMENT)
+        client = Gateway(before["url"], mmo_env.state_dir / "gateway" / "requests.jsonl")
+        refused = client.responses("echo", body)
+        assert refused.status == 400 and "example_echo" in refused.json()["error"]["message"]
+        assert client.log()[-1]["status"] == 400  # and it is in the request log
+
+        after = gateway_start(site)  # a caller that has the plugin
+        assert after["reused"] is False and after["pid"] != before["pid"]
+        assert after["port"] == before["port"]  # agents keep their configured url
+        served = Gateway(after["url"], client.log_path).responses("echo", body)
+        assert served.status == 200
+        assert "Ahoy from the echo route" in served.body.decode()
+
+        again = gateway_start(None)  # a caller without it: the gateway still has all it needs
+        assert again["reused"] is True and again["pid"] == after["pid"]
+    finally:
+        stop_gateway()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.fake_upstream import chat_text_reply, chat_tool_reply
+from support.fake_upstream import Reply, chat_text_reply, chat_tool_reply
 from support.gateway_harness import make_model, make_route
-from support.real_codex import codex_binary, run_turn, write_config
+from support.real_codex import codex_binary, provider_config, run_turn, write_config
 
 from mmo_kernel.plugin.manager import get_driver
 
@@ -70,3 +70,42 @@ def test_real_codex_classifies_injected_faults(serve, upstream, tmp_path, fault,
     assert result.error["codexErrorInfo"] == error_info
     assert message.lower() in result.error["message"].lower()
     assert upstream.seen == []
+
+
+UPSTREAM_ERRORS = {
+    "context_length_exceeded": (400, {"message": "Your input exceeds the context window.",
+                                      "type": "invalid_request_error", "param": "input",
+                                      "code": "context_length_exceeded"}, "contextWindowExceeded"),
+    "insufficient_quota": (429, {"message": "You exceeded your current quota.",
+                                 "type": "insufficient_quota", "param": None,
+                                 "code": "insufficient_quota"}, "usageLimitExceeded"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(UPSTREAM_ERRORS))
+def test_real_codex_classifies_upstream_error_codes_as_it_does_directly(
+        serve, upstream, tmp_path, code, mmo_process_guard):
+    status, error, error_info = UPSTREAM_ERRORS[code]
+
+    def answer() -> Reply:
+        return Reply(status, "application/json", [json.dumps({"error": error}).encode()])
+
+    retries = {"request_max_retries": 1, "stream_max_retries": 1}
+    upstream.queue(answer())
+    direct_home = tmp_path / "direct-home"
+    write_config(direct_home, provider_config("direct", upstream.url + "/v1", "upstream-m1",
+                                              retries))
+    direct = run_turn(direct_home, tmp_path, "hello", timeout=60)
+
+    route = make_route("fake_chat", "openai_chat", upstream.url, options=retries)
+    model = make_model("fake_chat")
+    upstream.queue(answer())
+    with serve([route], [model]) as gw:
+        home = tmp_path / "codex-home"
+        write_config(home, get_driver("route_drivers", "codex_custom").provider_config(
+            route, model, gw.url))
+        through = run_turn(home, tmp_path, "hello", timeout=60)
+    assert direct.status == through.status == "failed"
+    assert direct.error["codexErrorInfo"] == through.error["codexErrorInfo"] == error_info
+    assert through.error["message"] == direct.error["message"]
+    assert len(upstream.seen) == 2  # neither Codex retried: both failures are terminal

@@ -35,20 +35,35 @@ def test_text_then_tool_call_then_completed_with_usage():
     frames = parse_frames(raw)
     assert [f["type"] for f in frames] == [
         "response.created",
+        "response.in_progress",
         "response.output_item.added",
+        "response.content_part.added",
         "response.output_text.delta",
         "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
         "response.output_item.done",
         "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
         "response.output_item.done",
         "response.completed",
     ]
-    assert [f["sequence_number"] for f in frames] == list(range(8))
-    message = frames[4]["item"]
+    assert [f["sequence_number"] for f in frames] == list(range(14))
+    assert frames[0]["response"] == frames[1]["response"]
+    assert frames[0]["response"]["status"] == "in_progress"
+    assert frames[3]["part"] == {"type": "output_text", "text": "", "annotations": []}
+    assert all(f["logprobs"] == [] for f in frames[4:7])
+    assert frames[6]["text"] == "Hello" and frames[7]["part"]["text"] == "Hello"
+    message = frames[8]["item"]
     assert message["content"] == [{"type": "output_text", "text": "Hello", "annotations": []}]
-    call = frames[6]["item"]
+    assert {f["item_id"] for f in frames[3:8]} == {message["id"]}
+    assert frames[9]["item"]["arguments"] == "" and frames[9]["item"]["status"] == "in_progress"
+    assert frames[10]["delta"] == '{"x":1}' and frames[11]["arguments"] == '{"x":1}'
+    call = frames[12]["item"]
     assert (call["type"], call["name"], call["namespace"], call["call_id"]) == (
         "function_call", "echo", "mcp__echo", "call_1")
+    assert frames[11]["item_id"] == call["id"] and frames[11]["name"] == "echo"
     done = frames[-1]["response"]
     assert done["id"] == stream.response_id and done["status"] == "completed"
     assert done["usage"]["total_tokens"] == 15
@@ -62,11 +77,28 @@ def test_custom_tool_call_and_failed_stream():
         stream.created() + stream.custom_tool_call("apply_patch", "*** Begin Patch", "c9")
         + stream.failed("boom", code="server_error")
     )
-    assert frames[2]["item"] == {
-        "id": frames[2]["item"]["id"], "type": "custom_tool_call", "status": "completed",
+    assert [f["type"] for f in frames[2:6]] == [
+        "response.output_item.added", "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done", "response.output_item.done"]
+    assert frames[5]["item"] == {
+        "id": frames[5]["item"]["id"], "type": "custom_tool_call", "status": "completed",
         "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c9"}
+    assert frames[2]["item"] == {**frames[5]["item"], "status": "in_progress", "input": ""}
+    assert frames[3]["delta"] == frames[4]["input"] == "*** Begin Patch"
     assert frames[-1]["response"]["error"] == {"code": "server_error", "message": "boom"}
     assert stream.finished
+
+
+def test_every_response_object_echoes_the_request_tools():
+    tools = [{"type": "function", "name": "echo", "parameters": {"type": "object"}}]
+    stream = ResponsesStream("m", request={"tools": tools, "tool_choice": "required",
+                                           "parallel_tool_calls": False, "input": "x"})
+    frames = parse_frames(stream.created() + stream.completed())
+    for frame in (frames[0], frames[1], frames[-1]):
+        echoed = {k: frame["response"][k] for k in ("tools", "tool_choice", "parallel_tool_calls")}
+        assert echoed == {"tools": tools, "tool_choice": "required", "parallel_tool_calls": False}
+    bare = parse_frames(ResponsesStream("m").created())[0]["response"]
+    assert (bare["tools"], bare["tool_choice"], bare["parallel_tool_calls"]) == ([], "auto", True)
 
 
 def test_gateway_error_rejects_non_error_status_and_carries_body():

@@ -116,3 +116,33 @@ def test_codex_builtin_renders_no_provider_and_needs_auth_json(mmo_env):
     assert builtin().env_names(route) == [] and builtin().direct_header_envs(route) == []
     with pytest.raises(DriverConfigError, match="no base_url"):
         builtin().validate_route(route.model_copy(update={"base_url": "https://x.invalid"}), "w")
+
+
+def documented_fragment() -> str:
+    """The catalog fragment docs/routes.md shows under "Adding a provider"."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "routes.md").read_text()
+    section = text.split("## Adding a provider with a catalog fragment", 1)[1]
+    return re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_documented_fragment_loads_and_its_options_reach_codex(mmo_env):
+    folder = mmo_env.config_dir / "catalog.d"
+    folder.mkdir()
+    (folder / "acme.toml").write_text(documented_fragment(), encoding="utf-8")
+    catalog = load_catalog()
+    route = catalog.route("acme_chat")
+    assert route.wire_protocol == "openai_chat" and route.env_http_headers == {
+        "X-Acme-Org": "ACME_ORG_ID"}
+    options = custom().validate_options(route.options, "routes.acme_chat.options")
+    assert (options.stream_max_retries, options.request_max_retries) == (2, 2)
+    assert options.static_headers == {"HTTP-Referer": "https://example.org"}
+    model = catalog.model("acme_chat__coder")
+    assert model.reasoning_levels == ["low", "high"]
+    provider = custom().provider_config(route, model, GATEWAY)["model_providers"]["acme_chat"]
+    assert (provider["stream_max_retries"], provider["request_max_retries"],
+            provider["stream_idle_timeout_ms"]) == (2, 2, 300000)
+    assert custom().availability(route, {"ACME_API_KEY": "sk-acme-0123456789",
+                                         "ACME_ORG_ID": "org-1"}) == {"available": True}
