@@ -143,15 +143,19 @@ def check_gateway_port() -> Check:
 
 
 def check_catalog() -> Check:
+    """A broken fragment disables only its own routes (a warning); no catalog at all fails."""
     from mmo_kernel.config.catalog_load import fragment_paths, load_catalog
 
     try:
-        catalog = load_catalog()
+        catalog = load_catalog(isolate_fragments=True)
     except (ValueError, RuntimeError) as exc:
         return Check(name="catalog", status="fail", detail=str(exc))
-    return Check(name="catalog", status="ok",
-                 detail=f"{len(catalog.routes)} routes, {len(catalog.models)} models, "
-                        f"{len(fragment_paths())} fragment(s)")
+    detail = (f"{len(catalog.routes)} routes, {len(catalog.models)} models, "
+              f"{len(fragment_paths())} fragment(s)")
+    if catalog.problems:
+        return Check(name="catalog", status="warn",
+                     detail=f"{detail}; left out: {'; '.join(catalog.problems)}")
+    return Check(name="catalog", status="ok", detail=detail)
 
 
 def check_routes() -> Check:
@@ -159,7 +163,7 @@ def check_routes() -> Check:
     from mmo_kernel.config.catalog_load import load_catalog
 
     try:
-        rows = route_rows(load_catalog())
+        rows = route_rows(load_catalog(isolate_fragments=True))
     except (ValueError, RuntimeError) as exc:
         return Check(name="routes", status="fail", detail=str(exc))
     ready = [r["id"] for r in rows if r["available"]]

@@ -69,3 +69,15 @@ def test_an_unusable_state_dir_fails_its_check_and_the_others_still_run(mmo_stan
     assert str(blocker) in found["state dir"]["detail"]
     assert found["git"]["status"] in ("ok", "warn") and found["catalog"]["status"] == "ok"
     assert "Traceback" not in done.stderr
+
+
+def test_a_broken_fragment_is_a_warning_naming_it_and_its_routes_are_not_available(
+        mmo_standin, mmo_env):
+    fragments = mmo_env.config_dir / "catalog.d"
+    fragments.mkdir(parents=True, exist_ok=True)
+    (fragments / "broken.toml").write_text("schema_version = 1\n[routes.oops\n", encoding="utf-8")
+    done = doctor("--json")
+    assert done.returncode == 0, done.stdout  # local_scripted still works: nothing blocks
+    found = checks(done)
+    assert found["catalog"]["status"] == "warn" and "broken.toml" in found["catalog"]["detail"]
+    assert "local_scripted" in found["routes"]["detail"]
