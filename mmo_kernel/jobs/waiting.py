@@ -11,6 +11,7 @@ The loop sleeps between polls, so waiting costs no measurable CPU.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -108,28 +109,35 @@ class _Watch:
 
 def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
                   include_results: bool = True,
-                  after_revision: Mapping[str, int] | None = None) -> dict[str, Any]:
+                  after_revision: Mapping[str, int] | None = None,
+                  cancelled: threading.Event | None = None) -> dict[str, Any]:
     """Wait until every job is terminal, a job moves past ``after_revision``, or the timeout.
 
     Returns ``{"unfinished", "progress_revisions", "changed_job_ids",
     "timed_out_waiting"}`` plus bounded ``results`` and ``result_reading_note``
-    when ``include_results`` and at least one job is finished.
+    when ``include_results`` and at least one job is finished. Setting
+    ``cancelled`` (the caller gave up, e.g. an MCP client cancelled the call)
+    ends the wait at once, with ``cancelled_waiting: true``.
     """
     ids, timeout, after = _check_arguments(job_ids, timeout_seconds, after_revision)
     watch = _Watch(ids, session_id)
     baseline = after if after is not None else watch.revisions()
     deadline = time.monotonic() + timeout
     timed_out = False
-    while True:
+    stop = cancelled if cancelled is not None else threading.Event()
+    while not stop.is_set():
         moved = [j for j, rev in watch.revisions().items() if rev > baseline[j]]
         if not watch.unfinished() or (after is not None and moved):
             break
         if time.monotonic() >= deadline:
             timed_out = True
             break
-        time.sleep(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
+        stop.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
         watch.refresh()
-    return _result(watch, baseline, timed_out, include_results)
+    result = _result(watch, baseline, timed_out, include_results)
+    if stop.is_set():
+        result["cancelled_waiting"] = True
+    return result
 
 
 def _result(watch: _Watch, baseline: dict[str, int], timed_out: bool,

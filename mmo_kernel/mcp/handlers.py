@@ -7,7 +7,9 @@ server starts fast and a missing or broken API surfaces as that call's
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -57,14 +59,23 @@ def _status(c: Caller, x: a.StatusArgs) -> Any:
     return {"jobs": jobs}
 
 
-def _wait(c: Caller, x: a.WaitArgs) -> Any:
-    return _api().wait_for_jobs(
+def _wait(c: Caller, x: a.WaitArgs, cancelled: threading.Event | None = None) -> Any:
+    timeout = min(x.timeout_seconds, a.MAX_WAIT_SECONDS)
+    result = _api().wait_for_jobs(
         x.job_ids,
         session_id=c.session_id,
-        timeout_seconds=x.timeout_seconds,
+        timeout_seconds=timeout,
         include_results=x.include_results,
         after_revision=x.after_revision,
+        cancelled=cancelled,
     )
+    if timeout < x.timeout_seconds:
+        result["timeout_seconds"] = timeout
+        result["timeout_note"] = (
+            f"timeout_seconds {x.timeout_seconds:g} is above the maximum of {timeout:.0f}; "
+            f"waited at most {timeout:.0f} seconds. Call agents_wait again to keep waiting."
+        )
+    return result
 
 
 def _result(c: Caller, x: a.ResultArgs) -> Any:
@@ -139,6 +150,8 @@ HANDLERS: dict[str, Callable[[Caller, Any], Any]] = {
     },
     "agent_fork": _fork,
 }
+CANCELLABLE = frozenset({"agents_wait"})
+"""Tools that stop early when the client cancels the call (``notifications/cancelled``)."""
 
 
 def _describe(exc: ValidationError) -> str:
@@ -169,12 +182,25 @@ def validate(name: str, arguments: Any, spawnable: tuple[str, ...]) -> BaseModel
 
 
 def call(
-    caller: Caller, name: str, arguments: Any, offered: list[str], spawnable: tuple[str, ...]
+    caller: Caller,
+    name: str,
+    arguments: Any,
+    offered: list[str],
+    spawnable: tuple[str, ...],
+    *,
+    cancelled: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Run one tool for a verified caller; returns the redacted result object."""
+    """Run one tool for a verified caller; returns the redacted result object.
+
+    ``cancelled``, once set, ends a cancellable tool early (its result is then
+    not sent); other tools run to completion.
+    """
     if name not in offered:
         raise UnknownTool(f"unknown tool {name!r} for this caller")
     parsed = validate(name, arguments, spawnable)
+    handler = HANDLERS[name]
+    if name in CANCELLABLE:
+        handler = partial(handler, cancelled=cancelled)
     with native_actor(caller.native_agent):  # audit events name a native caller
-        result = redact(HANDLERS[name](caller, parsed))
+        result = redact(handler(caller, parsed))
     return result if isinstance(result, dict) else {"result": result}

@@ -112,7 +112,8 @@ def decode_line(raw: bytes) -> Any:
     return value
 
 
-def _valid_id(value: Any) -> bool:
+def valid_id(value: Any) -> bool:
+    """A JSON-RPC id the mesh accepts: a string or an integer (a bool is neither)."""
     if isinstance(value, bool):
         return False
     return isinstance(value, (str, int))
@@ -126,10 +127,10 @@ def classify(value: Any) -> Request | Response:
         raise InvalidRequest("a JSON-RPC message must be an object")
     has_id = "id" in value
     raw_id = value.get("id")
-    echo_id = raw_id if has_id and _valid_id(raw_id) else None
+    echo_id = raw_id if has_id and valid_id(raw_id) else None
     if value.get("jsonrpc") != "2.0":
         raise InvalidRequest('jsonrpc must be exactly "2.0"', echo_id)
-    if has_id and not _valid_id(raw_id):
+    if has_id and not valid_id(raw_id):
         raise InvalidRequest("id must be a string or an integer", None)
     if "method" not in value:
         if has_id and ("result" in value or "error" in value):

@@ -4,8 +4,9 @@ Start-up imports only the stdlib JSON-RPC layer; identity, pydantic models
 and ``mmo_kernel.api`` load on the first request that needs them, so the
 ``initialize`` reply comes fast. ``tools/call`` runs on worker threads: Codex
 may issue parallel calls, and one long ``agents_wait`` must not block a
-``agent_status``. At end of input the server finishes in-flight calls and
-exits 0.
+``agent_status``. A ``notifications/cancelled`` ends a running
+``agents_wait`` and drops the cancelled call's reply. At end of input the
+server finishes in-flight calls and exits 0.
 """
 
 from __future__ import annotations
@@ -51,6 +52,40 @@ class Output:
                 self.closed = True
 
 
+class InFlight:
+    """Tool calls still running, by request id, each with the event that cancels it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str | int | None, list[threading.Event]] = {}
+
+    def start(self, request_id: str | int | None) -> threading.Event:
+        event = threading.Event()
+        with self._lock:
+            self._calls.setdefault(request_id, []).append(event)
+        return event
+
+    def cancel(self, request_id: str | int) -> None:
+        with self._lock:
+            for event in self._calls.get(request_id, ()):
+                event.set()
+
+    def finish(self, request_id: str | int | None, event: threading.Event) -> bool:
+        """Forget the call; True when it was cancelled (its reply must not be sent)."""
+        with self._lock:
+            events = self._calls.get(request_id, [])
+            if event in events:
+                events.remove(event)
+            if not events:
+                self._calls.pop(request_id, None)
+        return event.is_set()
+
+
+def invalid_params(request_id: str | int | None, reason: str) -> dict[str, Any]:
+    """``-32602`` with the reason in ``message`` too: clients such as the Inspector show only it."""
+    return rpc.failure(request_id, rpc.INVALID_PARAMS, f"invalid params: {reason}", reason)
+
+
 class MeshServer:
     """MCP lifecycle, method routing and tool dispatch for one client connection."""
 
@@ -60,6 +95,7 @@ class MeshServer:
         self.state_dir = state_dir
         self.initialized = False
         self._pool: Any = None
+        self._in_flight = InFlight()
 
     # -- input ---------------------------------------------------------------
 
@@ -77,7 +113,11 @@ class MeshServer:
                 rpc.failure(exc.request_id, rpc.INVALID_REQUEST, "invalid request", str(exc))
             )
             return
-        if isinstance(message, rpc.Response) or message.is_notification:
+        if isinstance(message, rpc.Response):
+            return
+        if message.is_notification:
+            if message.method == "notifications/cancelled":
+                self._cancel(message.params)
             return
         try:
             self._route(message)
@@ -89,10 +129,10 @@ class MeshServer:
         rid = request.request_id
         if request.method == "initialize":
             self.output.send(self._initialize(request))
+        elif request.method == "ping":  # MCP allows a ping at any time, also before initialize
+            self.output.send(rpc.success(rid, {}))
         elif not self.initialized:
             self.output.send(rpc.failure(rid, rpc.INVALID_REQUEST, "server not initialized"))
-        elif request.method == "ping":
-            self.output.send(rpc.success(rid, {}))
         elif request.method == "tools/list":
             self.output.send(self._list_tools(rid))
         elif request.method == "tools/call":
@@ -102,6 +142,12 @@ class MeshServer:
                 rpc.failure(rid, rpc.METHOD_NOT_FOUND, "method not found", request.method)
             )
 
+    def _cancel(self, params: dict[str, Any]) -> None:
+        """Cancel an in-flight call (unknown, finished or malformed ids are ignored, per MCP)."""
+        request_id = params.get("requestId")
+        if rpc.valid_id(request_id):
+            self._in_flight.cancel(request_id)
+
     # -- lifecycle -----------------------------------------------------------
 
     def _initialize(self, request: rpc.Request) -> dict[str, Any]:
@@ -110,9 +156,7 @@ class MeshServer:
             return rpc.failure(rid, rpc.INVALID_REQUEST, "server already initialized")
         asked = request.params.get("protocolVersion")
         if not isinstance(asked, str):
-            return rpc.failure(
-                rid, rpc.INVALID_PARAMS, "invalid params", "protocolVersion must be a string"
-            )
+            return invalid_params(rid, "protocolVersion must be a string")
         from mmo_kernel import package_version
 
         self.initialized = True
@@ -174,25 +218,26 @@ class MeshServer:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(MAX_PARALLEL_CALLS, thread_name_prefix="mesh-call")
-        self._pool.submit(self._call_tool_safely, request)
+        cancelled = self._in_flight.start(request.request_id)
+        self._pool.submit(self._call_tool_safely, request, cancelled)
 
-    def _call_tool_safely(self, request: rpc.Request) -> None:
+    def _call_tool_safely(self, request: rpc.Request, cancelled: threading.Event) -> None:
         try:
-            self.output.send(self._call_tool(request))
+            reply = self._call_tool(request, cancelled)
         except Exception:
             traceback.print_exc(file=sys.stderr)
-            self.output.send(rpc.failure(request.request_id, rpc.INTERNAL_ERROR, "internal error"))
+            reply = rpc.failure(request.request_id, rpc.INTERNAL_ERROR, "internal error")
+        if not self._in_flight.finish(request.request_id, cancelled):
+            self.output.send(reply)  # a cancelled request gets no reply (MCP)
 
-    def _call_tool(self, request: rpc.Request) -> dict[str, Any]:
+    def _call_tool(self, request: rpc.Request, cancelled: threading.Event) -> dict[str, Any]:
         from mmo_kernel.mcp.tool_results import error_result, success_result
 
         rid = request.request_id
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str):
-            return rpc.failure(
-                rid, rpc.INVALID_PARAMS, "invalid params", "unknown tool: name must be a string"
-            )
+            return invalid_params(rid, "unknown tool: name must be a string")
         try:
             caller, offered, spawnable = self._context()
         except Exception as exc:
@@ -203,9 +248,9 @@ class MeshServer:
         from mmo_kernel.mcp.handlers import ToolArgumentError, UnknownTool, call
 
         try:
-            result = call(caller, name, arguments, offered, spawnable)
+            result = call(caller, name, arguments, offered, spawnable, cancelled=cancelled)
         except (ToolArgumentError, UnknownTool) as exc:
-            return rpc.failure(rid, rpc.INVALID_PARAMS, "invalid params", str(exc))
+            return invalid_params(rid, str(exc))
         except Exception as exc:  # the tool refused or failed: a normal, isError result
             return rpc.success(rid, error_result(exc))
         return rpc.success(rid, success_result(result))

@@ -60,9 +60,18 @@ class StatusArgs(_Args):
     job_ids: list[JobId] = Field(min_length=1)
 
 
+MAX_WAIT_SECONDS = 1200.0
+"""Longest ``agents_wait``: the default lifecycle timeout, so the reply beats Codex's tool
+timeout (lifecycle + 30 s). A longer ``timeout_seconds`` is clamped and the result says so."""
+
+
 class WaitArgs(_Args):
     job_ids: list[JobId] = Field(min_length=1)
-    timeout_seconds: float = Field(60.0, ge=0, description="Longest wait, in seconds.")
+    timeout_seconds: float = Field(
+        60.0,
+        ge=0,
+        description=f"Longest wait in seconds (at most {MAX_WAIT_SECONDS:.0f}; longer is clamped).",
+    )
     include_results: bool = Field(True, description="Add bounded result previews of finished jobs.")
     after_revision: dict[str, Annotated[int, Field(ge=0)]] | None = Field(
         None,

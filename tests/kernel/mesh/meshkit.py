@@ -125,6 +125,32 @@ class MeshProc:
         raw, self._buffer = self._buffer.split(b"\n", 1)
         return raw
 
+    def finish(self, timeout: float = 30) -> tuple[int, list[dict[str, Any]]]:
+        """End input, then read every remaining reply until the server exits.
+
+        Raises TimeoutError when the server is still running after ``timeout``
+        (a call it should have stopped is still in flight); the process is
+        killed then, so no server outlives the test.
+        """
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        replies = []
+        try:
+            while True:
+                replies.append(json.loads(self.read_line(timeout)))
+        except EOFError:
+            pass
+        except TimeoutError:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise TimeoutError(
+                f"the mesh server was still running {timeout} s after its input ended"
+            ) from None
+        finally:
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        return self.proc.wait(timeout=timeout), replies
+
     def close(self) -> int:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()

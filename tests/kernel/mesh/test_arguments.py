@@ -37,10 +37,40 @@ def test_invalid_arguments_are_invalid_params_and_change_nothing(mmo_env):
     run = session_call(session.root_env(), *calls)
     for i, (tool, arguments, fragment) in enumerate(INVALID_ARGUMENTS):
         error = run.by_id(i)["error"]
-        assert error["code"] == -32602 and error["message"] == "invalid params", (tool, arguments)
+        assert error["code"] == -32602, (tool, arguments)
         assert error["data"].startswith("invalid tool arguments"), error
         assert fragment in error["data"], (fragment, error["data"])
+        # The MCP Inspector (and most clients) show only the message: it carries the reason too.
+        assert error["message"] == f"invalid params: {error['data']}", error
     assert _no_jobs(mmo_env.state_dir)
+
+
+def test_an_unknown_tools_message_names_it(mmo_env):
+    session = make_session(mmo_env.state_dir)
+    run = session_call(session.root_env(), call(2, "agent_teleport", {}))
+    error = run.by_id(2)["error"]
+    assert error["code"] == -32602 and "unknown tool" in error["data"]
+    assert error["message"] == f"invalid params: {error['data']}", error
+    assert "agent_teleport" in error["message"]
+
+
+def test_agents_wait_timeout_is_clamped_to_the_documented_maximum_and_says_so(mmo_env):
+    session = make_session(mmo_env.state_dir)
+    done, _ = session.add_job("builder", status="completed")
+    quick = {"job_ids": [done], "include_results": False}
+    run = session_call(
+        session.root_env(),
+        call(2, "agents_wait", {**quick, "timeout_seconds": 1e9}),
+        call(3, "agents_wait", {**quick, "timeout_seconds": 5}),
+        call(4, "agents_wait", {**quick, "timeout_seconds": -1}),
+    )
+    clamped = run.by_id(2)["result"]["structuredContent"]
+    assert clamped["unfinished"] == [] and clamped["timeout_seconds"] == 1200
+    assert "maximum of 1200" in clamped["timeout_note"] and "1e+09" in clamped["timeout_note"]
+    within = run.by_id(3)["result"]["structuredContent"]
+    assert within["unfinished"] == [] and "timeout_note" not in within
+    negative = run.by_id(4)["error"]
+    assert negative["code"] == -32602 and "timeout_seconds" in negative["message"]
 
 
 def test_tools_not_offered_to_a_worker_are_unknown_tools(mmo_env):

@@ -18,11 +18,20 @@ def _error(reply):
 
 def test_requests_before_initialize_are_refused_with_their_id(mmo_env):
     run = run_mesh(
-        [req(1, "ping"), req("x", "tools/list"), call(7, "agent_status", {"job_ids": ["a"]})]
+        [req(1, "resources/list"), req("x", "tools/list"),
+         call(7, "agent_status", {"job_ids": ["a"]})]
     )
     assert run.returncode == 0
     assert [r["id"] for r in run.responses] == [1, "x", 7]
     assert all(r["error"] == NOT_INIT for r in run.responses)
+
+
+def test_ping_is_answered_before_initialize(mmo_env):
+    """MCP lets a client ping at any time; the Inspector pings to check a fresh connection."""
+    run = run_mesh([req(1, "ping"), req(2, "tools/list"), INIT, req(3, "ping")])
+    assert run.by_id(1) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert _error(run.by_id(2)) == NOT_INIT, "only ping is exempt from initialization"
+    assert run.by_id(3)["result"] == {}
 
 
 def test_initialize_negotiates_2025_06_18_and_then_ping_works(mmo_env):
@@ -55,7 +64,7 @@ def test_newer_version_listed_by_the_official_sdk_is_accepted(mmo_env):
 def test_initialize_without_protocol_version_is_invalid_params_and_leaves_server_uninitialized(
     mmo_env,
 ):
-    run = run_mesh([req(1, "initialize", {}), req(2, "ping")])
+    run = run_mesh([req(1, "initialize", {}), req(2, "tools/list")])
     assert _error(run.by_id(1))["code"] == -32602
     assert _error(run.by_id(2)) == NOT_INIT
 
