@@ -14,6 +14,7 @@ from typing import Any
 from mmo_kernel.cli.output import RAW, ago, print_json, short, table
 from mmo_kernel.cli.output import json_flag as _json
 from mmo_kernel.hosts.control_actions import JOB_CONTROL_ACTIONS
+from mmo_kernel.jobs.records import JOB_STATUSES
 
 SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "write_scope",
                "caller_agent", "caller_job_id", "depth", "execution_mode", "result_kind",
@@ -23,12 +24,17 @@ SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "
 CONTROL_ACTIONS = JOB_CONTROL_ACTIONS
 
 
-def _as_root(job_id: str) -> tuple[dict[str, Any], str, str]:
-    """``(record, session_id, root agent)``: the operator acts as the session's root."""
+def _as_root(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
+    """``(record, session_id, root agent)``: the operator acts as the session's root.
+
+    ``args.job_id`` may be a unique prefix; it is replaced by the full id.
+    """
+    from mmo_kernel.jobs.ids import resolve_job_id
     from mmo_kernel.jobs.listing import load_job
     from mmo_kernel.sessions.records import read_session_record
 
-    record = load_job(job_id)
+    args.job_id = resolve_job_id(args.job_id)
+    record = load_job(args.job_id)
     session = read_session_record(record["session_id"])
     return record, record["session_id"], session["root_agent"]
 
@@ -36,16 +42,41 @@ def _as_root(job_id: str) -> tuple[dict[str, Any], str, str]:
 # ---------------------------------------------------------------- handlers --
 
 
+def _profiles(jobs: list[dict[str, Any]]) -> dict[str, str | None]:
+    """``{job id: profile id}``: the job's own record, else its session's (None when gone)."""
+    from mmo_kernel.sessions.records import read_session_record
+
+    sessions: dict[str, str | None] = {}
+    out = {}
+    for job in jobs:
+        sid = job["session_id"]
+        if not job.get("profile_id") and sid not in sessions:
+            try:
+                sessions[sid] = read_session_record(sid)["profile_id"]
+            except (FileNotFoundError, ValueError, RuntimeError):
+                sessions[sid] = None
+        out[job["job_id"]] = job.get("profile_id") or sessions[sid]
+    return out
+
+
 def run_list(args: argparse.Namespace) -> int:
+    from mmo_kernel.jobs.ids import short_job_ids
     from mmo_kernel.jobs.listing import list_jobs
     from mmo_kernel.jobs.records import public_job
+    from mmo_kernel.sessions.ids import resolve_session_id
 
-    jobs = [public_job(r) for r in list_jobs(args.session)]
+    session = None if args.session is None else resolve_session_id(args.session)
+    jobs = [public_job(r) for r in list_jobs(session)
+            if not args.status or r["status"] in args.status]
+    if args.profile is not None:
+        profiles = _profiles(jobs)
+        jobs = [j for j in jobs if profiles[j["job_id"]] == args.profile]
     if args.json:
         print_json({"jobs": jobs})
         return 0
+    shorts = short_job_ids(j["job_id"] for j in jobs)
     table(("job", "agent", "status", "result", "rev", "created", "task"),
-          [(j["job_id"], j["agent"], j["status"], j.get("result_state") or "",
+          [(shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
             j.get("control_revision", ""), ago(j.get("created_at")),
             short(j.get("task_kind") or j.get("task"))) for j in jobs])
     return 0
@@ -54,7 +85,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.records import public_job
 
-    record, _, _ = _as_root(args.job_id)
+    record, _, _ = _as_root(args)
     if args.json:
         print_json(public_job(record))
         return 0
@@ -72,7 +103,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_result(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.results import read_result
 
-    _, session_id, root = _as_root(args.job_id)
+    _, session_id, root = _as_root(args)
     page = read_result(args.job_id, session_id, cursor=args.cursor, max_chars=args.max_chars,
                        caller_agent=root)
     if args.json:
@@ -92,7 +123,7 @@ def run_result(args: argparse.Namespace) -> int:
 def run_trace(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.traces import read_trace
 
-    _, session_id, root = _as_root(args.job_id)
+    _, session_id, root = _as_root(args)
     page = read_trace(args.job_id, session_id, root, cursor=args.cursor, limit=args.limit)
     if args.json:
         print_json(page)
@@ -132,7 +163,7 @@ def run_control(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.controls import control_job
     from mmo_kernel.jobs.records import control_revision
 
-    record, session_id, root = _as_root(args.job_id)
+    record, session_id, root = _as_root(args)
     expected = args.expected_revision
     if expected is None:
         expected = control_revision(record)
@@ -153,7 +184,7 @@ def run_control(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.cancel import cancel_job
 
-    _, session_id, root = _as_root(args.job_id)
+    _, session_id, root = _as_root(args)
     out = cancel_job(args.job_id, session_id, reason=args.reason, caller_agent=root)
     for job in out["jobs"]:
         print(f"{job['job_id']}  {job['status']}")
@@ -163,7 +194,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 def run_diff(args: argparse.Namespace) -> int:
     from mmo_kernel.jobs.workspace import read_patch_diff
 
-    _as_root(args.job_id)
+    _as_root(args)
     sys.stdout.write(read_patch_diff(args.job_id))
     return 0
 
@@ -174,7 +205,7 @@ def run_disposition(args: argparse.Namespace) -> int:
 
     function = {"accept": accept_result, "reject": reject_result,
                 "integrate": integrate_patch}[args.job_command]
-    _, session_id, root = _as_root(args.job_id)
+    _, session_id, root = _as_root(args)
     job = function(args.job_id, args.reason, session_id, root)
     if args.json:
         print_json(job)
@@ -187,7 +218,8 @@ def run_disposition(args: argparse.Namespace) -> int:
 
 
 def _job_id(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_id", metavar="ID", help="a job id (see `mmo jobs`)")
+    parser.add_argument("job_id", metavar="ID",
+                        help="a job id or a unique prefix of one (see `mmo jobs`)")
 
 
 
@@ -198,8 +230,15 @@ def _reason(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list worker jobs", description=(
-        "List worker jobs, newest first, with status, result state and control revision."))
-    jobs.add_argument("--session", metavar="ID", help="only the jobs of this session")
+        "List worker jobs, newest first, with status, result state and control revision. "
+        "The JOB column shows short ids (the shortest unique prefix); --json keeps full ids."))
+    jobs.add_argument("--session", metavar="ID",
+                      help="only the jobs of this session (an id or a unique prefix)")
+    jobs.add_argument("--status", action="append", choices=JOB_STATUSES, metavar="STATUS",
+                      help="only jobs in STATUS (repeatable; one of: "
+                           + ", ".join(JOB_STATUSES) + ")")
+    jobs.add_argument("--profile", metavar="PROFILE",
+                      help="only jobs of sessions of this profile id")
     _json(jobs)
     jobs.set_defaults(func=run_list)
 

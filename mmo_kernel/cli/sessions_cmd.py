@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from mmo_kernel.cli.output import RAW, ago, duration, fields, print_json, short, table, tokens
 from mmo_kernel.cli.output import json_flag as _json
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 EXIT_DETACHED = 124
+SESSION_ID_HELP = "a session id or a unique prefix of one (see `mmo sessions`)"
 
 
 # ------------------------------------------------------------------ run --
@@ -103,21 +104,32 @@ def _exit_code(result: Any) -> int:
 # ------------------------------------------------------------ reading --
 
 
+def _session_arg(text: str) -> str:
+    """The full session id a command-line id or unambiguous prefix names."""
+    from mmo_kernel.sessions.ids import resolve_session_id
+
+    return resolve_session_id(text)
+
+
 def _root_turn(record: dict[str, Any]) -> str:
     return record.get("active_root_turn_id") or record.get("root_last_turn_id") or ""
 
 
 def run_sessions(args: argparse.Namespace) -> int:
     from mmo_kernel.lifecycle.views import iter_sessions, public_session
+    from mmo_kernel.sessions.ids import short_session_ids
 
-    records = iter_sessions(all_sessions=args.all)
+    records = iter_sessions(all_sessions=args.all or bool(args.status))
+    records = [r for r in records if (not args.status or r["status"] in args.status)
+               and (args.profile is None or r["profile_id"] == args.profile)]
     if args.json:
         print_json({"sessions": [public_session(r) for r in records]})
         return 0
+    shorts = short_session_ids(r["session_id"] for r in records)
     table(("session", "profile", "status", "age", "root turn", "tokens"),
-          [(r["session_id"], r["profile_id"], r["status"], ago(r.get("created_at")),
+          [(shorts[r["session_id"]], r["profile_id"], r["status"], ago(r.get("created_at")),
             _root_turn(r), tokens(r.get("root_usage"))) for r in records])
-    if not args.all:
+    if not args.all and not args.status:
         print("(active sessions only; --all includes finished ones)", file=sys.stderr)
     return 0
 
@@ -156,11 +168,13 @@ def _summary(record: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from mmo_kernel.jobs.ids import short_job_ids
     from mmo_kernel.jobs.listing import list_jobs
     from mmo_kernel.jobs.records import public_job
     from mmo_kernel.lifecycle.controls import load_session
     from mmo_kernel.lifecycle.views import public_session
 
+    args.session_id = _session_arg(args.session_id)
     record = public_session(load_session(args.session_id))
     jobs = [public_job(j) for j in list_jobs(args.session_id)]
     if args.json:
@@ -172,8 +186,9 @@ def run_show(args: argparse.Namespace) -> int:
         print("evidence")
         fields(evidence)
     print(f"\njobs ({len(jobs)})")
+    shorts = short_job_ids(j["job_id"] for j in jobs)
     table(("job", "agent", "status", "result", "elapsed", "tokens", "task"),
-          [(j["job_id"], j["agent"], j["status"], j.get("result_state") or "",
+          [(shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
             ago(j.get("created_at")), tokens(j.get("usage")),
             short(j.get("task_kind") or j.get("task"), 40)) for j in jobs])
     return 0
@@ -186,7 +201,7 @@ def run_control(args: argparse.Namespace) -> int:
     from mmo_kernel.lifecycle import controls as lifecycle
 
     action = args.command
-    sid = args.session_id
+    sid = args.session_id = _session_arg(args.session_id)
     if action == "continue":
         out = lifecycle.continue_session(sid, args.input)
     elif action == "stop":
@@ -268,7 +283,7 @@ def _add_interactive(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  mmo resume --last\n  mmo resume 20260101-120000-adaptive-1a2b3c\n"
                "  mmo resume --all-cwds --last")
     resume.add_argument("selector", nargs="?", metavar="SESSION|THREAD",
-                        help="a session id or a root thread id")
+                        help="a session id (or unique prefix) or a root thread id")
     resume.add_argument("--last", action="store_true", help="the most recent session")
     resume.add_argument("--all-cwds", action="store_true",
                         help="consider sessions of every directory, not only this one")
@@ -278,10 +293,21 @@ def _add_interactive(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_reading(sub: argparse._SubParsersAction) -> None:
+    from mmo_kernel.sessions.records import SessionStatus
+
     sessions = sub.add_parser("sessions", help="list sessions", formatter_class=RAW,
-                              description="List sessions, newest first (active ones unless --all).",
-                              epilog="examples:\n  mmo sessions\n  mmo sessions --all --json")
+                              description=(
+        "List sessions, newest first (active ones unless --all or --status). The SESSION "
+        "column shows short ids: the shortest unique prefix (see `mmo session show`); "
+        "--json keeps full ids."),
+                              epilog="examples:\n  mmo sessions\n  mmo sessions --all --json\n"
+                                     "  mmo sessions --status failed --profile my-team")
     sessions.add_argument("--all", action="store_true", help="include finished sessions")
+    sessions.add_argument("--status", action="append", choices=get_args(SessionStatus),
+                          metavar="STATUS", help="only sessions in STATUS, finished ones "
+                          "included (repeatable; one of: " + ", ".join(get_args(SessionStatus))
+                          + ")")
+    sessions.add_argument("--profile", metavar="PROFILE", help="only sessions of this profile id")
     _json(sessions)
     sessions.set_defaults(func=run_sessions)
 
@@ -294,7 +320,7 @@ def _add_reading(sub: argparse._SubParsersAction) -> None:
         "warnings, taint, evidence files and a table of its jobs."),
         epilog="examples:\n  mmo session show 20260101-120000-adaptive-1a2b3c\n"
                "  mmo session show ID --json | jq .session.status")
-    show.add_argument("session_id", metavar="ID", help="a session id (see `mmo sessions`)")
+    show.add_argument("session_id", metavar="ID", help=SESSION_ID_HELP)
     _json(show, "print {\"session\": record, \"jobs\": [...]} as JSON")
     show.set_defaults(func=run_show)
 
@@ -316,7 +342,7 @@ def _add_controls(sub: argparse._SubParsersAction) -> None:
                                 epilog=f"example:\n  mmo {action} ID"
                                 + (" --input 'Now add tests'" if action == "continue" else "")
                                 + (" --grace 10" if action == "stop" else ""))
-        parser.add_argument("session_id", metavar="ID", help="a session id (see `mmo sessions`)")
+        parser.add_argument("session_id", metavar="ID", help=SESSION_ID_HELP)
         if action == "continue":
             parser.add_argument("--input", metavar="TEXT",
                                 help="what the root should do next (default: 'Continue.')")

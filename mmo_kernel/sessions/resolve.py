@@ -1,4 +1,7 @@
-"""``resolve_resume_session``: which session ``mmo resume [SESSION|THREAD] [--last]`` means."""
+"""``resolve_resume_session``: which session ``mmo resume [SESSION|THREAD] [--last]`` means.
+
+SESSION may be a full session id, a root thread id, or a unique session id prefix.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mmo_kernel.sessions.ids import resolve_session_id
 from mmo_kernel.sessions.records import (
     TERMINAL_SESSION_STATUSES,
     check_record_id,
@@ -19,29 +23,44 @@ def _resumable(record: dict[str, Any]) -> bool:
     return bool(record.get("root_thread_id")) and record["status"] not in TERMINAL_SESSION_STATUSES
 
 
-def _by_selector(selector: str) -> str:
+def _existing(session_id: str, selector: str) -> str | None:
+    """``session_id`` when it names a session with a bound root thread; None when absent."""
     try:
-        session_id = check_record_id(selector, "session")
+        record = read_session_record(check_record_id(session_id, "session"))
     except FileNotFoundError:
-        session_id = None
-    if session_id is not None:
-        try:
-            record = read_session_record(session_id)
-        except FileNotFoundError:
-            record = None
-        if record is not None:
-            if not record.get("root_thread_id"):
-                raise FileNotFoundError(f"no resumable MMO session {selector!r}: it has no "
-                                        "bound root thread yet")
-            return session_id
+        return None
+    if not record.get("root_thread_id"):
+        raise FileNotFoundError(f"no resumable MMO session {selector!r}: it has no "
+                                "bound root thread yet")
+    return session_id
+
+
+def _by_selector(selector: str) -> str:
+    found = _existing(selector, selector)
+    if found is not None:
+        return found
     matches = [r["session_id"] for r in iter_session_records()
                if r.get("root_thread_id") == selector]
     if len(matches) > 1:
         raise RuntimeError(f"thread {selector!r} identifies multiple MMO sessions: "
                            f"{', '.join(matches)}; pass a session id")
     if not matches:
-        raise FileNotFoundError(f"no resumable MMO session or root thread {selector!r}")
+        return _by_prefix(selector)
     return matches[0]
+
+
+def _by_prefix(selector: str) -> str:
+    """A unique session id prefix (an ambiguous one lists the candidates)."""
+    unknown = FileNotFoundError(f"no resumable MMO session or root thread {selector!r}: no "
+                                "such session or thread (see `mmo sessions --all`)")
+    try:
+        session_id = resolve_session_id(selector)
+    except FileNotFoundError:
+        raise unknown from None
+    found = _existing(session_id, selector)
+    if found is None:
+        raise unknown
+    return found
 
 
 def _last(cwd: str | os.PathLike[str] | None, all_cwds: bool) -> str:
