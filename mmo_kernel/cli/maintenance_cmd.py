@@ -112,8 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  mmo smoke my-team --workers-only --json")
     smoke.add_argument("profile", metavar="PROFILE", help="a profile id or a profile folder path")
     only = smoke.add_mutually_exclusive_group()
-    only.add_argument("--root-only", action="store_true", help="exercise only the root agent")
-    only.add_argument("--workers-only", action="store_true", help="exercise only the workers")
+    only.add_argument("--root-only", action="store_true",
+                      help="exercise only the root agent and its native agents")
+    only.add_argument("--workers-only", action="store_true",
+                      help="exercise every agent but the root (its native agents included)")
     smoke.add_argument("--offline", action="store_true",
                        help="bind every agent to the local scripted model")
     smoke.add_argument("--cwd", default=".", metavar="DIR", help="workspace (default: here)")

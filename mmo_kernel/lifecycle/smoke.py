@@ -9,10 +9,11 @@ function :func:`run_smoke_tasks`; everything else here reads records and
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +29,12 @@ MCP_ITEM_TYPES = frozenset({"mcpToolCall", "mcp_tool_call"})
 DYNAMIC_ITEM_TYPE = "dynamicToolCall"
 DEFAULT_WALL_SECONDS = 300.0
 WALL_DETACHED = "harness_wall_detached"
+NATIVE_TOOLS = "multi_agent_v1"
+"""The namespace of Codex's own sub-agent tools (``spawn_agent``, ``wait_agent``)."""
+NATIVE_WAIT_MS = 600_000
+SCRIPT_FENCE = "```mmo-script"
+LITERAL_OPERATION = "summarize_supplied"
+"""The literal operation that carries the smoke task to a low-trust agent as supplied text."""
 
 
 class SmokeResult(BaseModel):
@@ -54,12 +61,15 @@ class SmokeTarget:
     required_tools: list[str]
     aliases: dict[str, str] = field(default_factory=dict)
     parent: str | None = None
+    literal_operations: tuple[str, ...] | None = None
+    """Set for a low-trust agent: it accepts only these ``literal_task`` operations."""
 
 
 # ------------------------------------------------------------ evidence --
 
 
-def _completed_items(events_path: Path) -> Iterable[dict[str, Any]]:
+def _completed_items(events_path: Path) -> Iterable[tuple[str | None, dict[str, Any]]]:
+    """``(threadId, item)`` of every completed item the host received."""
     for row in read_jsonl(Path(events_path)):
         if row.get("direction") not in (None, "received"):
             continue
@@ -69,7 +79,8 @@ def _completed_items(events_path: Path) -> Iterable[dict[str, Any]]:
         params = message.get("params")
         item = params.get("item") if isinstance(params, dict) else None
         if isinstance(item, dict) and item.get("status") == "completed":
-            yield item
+            thread = params.get("threadId")
+            yield (thread if isinstance(thread, str) else None), item
 
 
 def _mcp_call_succeeded(item: dict[str, Any]) -> bool:
@@ -78,16 +89,20 @@ def _mcp_call_succeeded(item: dict[str, Any]) -> bool:
 
 
 def _successful_mcp_tools(events_path: str | os.PathLike[str],
-                          dynamic_tool_aliases: Mapping[str, str]) -> set[str]:
+                          dynamic_tool_aliases: Mapping[str, str],
+                          in_thread: Callable[[str | None], bool] | None = None) -> set[str]:
     """``{"server.tool"}`` with at least one successful, completed call in the log.
 
     Native MCP calls count as completed ``mcpToolCall`` items with no error;
     bridged calls as completed ``dynamicToolCall`` items with ``success``,
     mapped back through the alias table (``mmo_mcp__repo_search__query`` ->
     ``repo.search.query``). Other dynamic tools are not MCP evidence.
+    ``in_thread`` keeps only the calls of the threads it accepts.
     """
     found: set[str] = set()
-    for item in _completed_items(Path(events_path)):
+    for thread, item in _completed_items(Path(events_path)):
+        if in_thread is not None and not in_thread(thread):
+            continue
         kind = item.get("type")
         if kind in MCP_ITEM_TYPES and _mcp_call_succeeded(item):
             server, tool = item.get("server"), item.get("tool")
@@ -98,6 +113,27 @@ def _successful_mcp_tools(events_path: str | os.PathLike[str],
             if alias:
                 found.add(alias)
     return found
+
+
+def _spawned_threads(events_path: Path) -> dict[str, str]:
+    """Codex sub-agent threads in the log: receiver thread id -> the prompt it was given."""
+    threads: dict[str, str] = {}
+    for _, item in _completed_items(events_path):
+        if item.get("type") == "collabAgentToolCall" and item.get("tool") == "spawnAgent":
+            for thread in item.get("receiverThreadIds") or []:
+                threads[str(thread)] = str(item.get("prompt") or "")
+    return threads
+
+
+def _own_calls(target: SmokeTarget, events_path: Path) -> Callable[[str | None], bool]:
+    """Which threads' calls are the target's evidence: a native agent's own sub-agent
+    thread (the one spawned with its marker), else the parent's threads, not its
+    sub-agents' (a native's call never counts for its parent, nor the reverse)."""
+    spawned = _spawned_threads(events_path)
+    if target.parent is None:
+        return lambda thread: thread not in spawned
+    mine = {thread for thread, prompt in spawned.items() if target.marker in prompt}
+    return lambda thread: thread in mine
 
 
 # ------------------------------------------------------------ planning --
@@ -135,7 +171,8 @@ def smoke_marker(agent: str, nonce: str | None = None) -> str:
 def plan_smoke(profile: Any, servers: Mapping[str, Any], root_only: bool = False,
                workers_only: bool = False, nonce: str | None = None) -> list[SmokeTarget]:
     """Who is exercised how: the root and the native agents under it through their
-    parent (``native``), spawnable workers through the mesh (``mcp``)."""
+    parent (``native``), spawnable workers through the mesh (``mcp``). ``workers_only``
+    keeps the root's native agents (run through a minimal root turn), not the root."""
     if root_only and workers_only:
         raise ValueError("root_only and workers_only exclude each other")
     root = profile.root_agent
@@ -145,18 +182,32 @@ def plan_smoke(profile: Any, servers: Mapping[str, Any], root_only: bool = False
     def target(agent: str, backend: Literal["native", "mcp"], parent: str | None
                ) -> SmokeTarget:
         spec = profile.agents[agent]
+        literal = tuple(spec.literal_operations) if spec.trust == "low" else None
         return SmokeTarget(agent, backend, smoke_marker(agent, nonce),
-                           required_tools(spec, servers), dynamic_aliases(spec, servers), parent)
+                           required_tools(spec, servers), dynamic_aliases(spec, servers), parent,
+                           literal)
 
     plan: list[SmokeTarget] = []
-    for agent in ([] if workers_only else [root]) + ([] if root_only else workers):
-        plan.append(target(agent, "native" if agent == root else "mcp", None))
+    for agent in [root] + ([] if root_only else workers):
+        if not (workers_only and agent == root):
+            plan.append(target(agent, "native" if agent == root else "mcp", None))
         plan.extend(target(n, "native", agent) for n in profile.agents[agent].native_agents)
     return plan
 
 
 def smoke_prompt(target: SmokeTarget, natives: Iterable[SmokeTarget] = ()) -> str:
-    """The marker task: call each required tool once, then answer with the marker(s)."""
+    """The marker task: call each required tool once, then answer with the marker(s).
+
+    The same steps follow as an ``mmo-script`` block (docs/scripted-model.md), so
+    the offline scripted model performs them for real: each required tool called
+    with the smallest arguments its schema accepts (``try``: a failed call is
+    judged from evidence instead of stopping the task; a bridged tool under its
+    run-time name), each native agent spawned with its own marker task through
+    Codex's sub-agent tools and waited for, and a final answer holding the
+    agent's marker and the natives' replies (under a contract, inside a
+    contract-valid result).
+    """
+    natives = list(natives)
     lines = [f"MMO smoke test for agent {target.agent}. Do not change any file."]
     if target.required_tools:
         lines.append("Call each of these tools exactly once with minimal valid arguments: "
@@ -166,8 +217,32 @@ def smoke_prompt(target: SmokeTarget, natives: Iterable[SmokeTarget] = ()) -> st
                  if native.required_tools else "")
         lines.append(f"Ask your native agent {native.agent} to reply with exactly "
                      f"{native.marker}.{tools} Include its reply verbatim.")
+    lines.append("The same steps for the offline scripted model:")
+    lines.extend(_smoke_script(target, natives))
     lines.append(f"Then finish with a final message containing exactly {target.marker}.")
     return "\n".join(lines)
+
+
+def _smoke_script(target: SmokeTarget, natives: list[SmokeTarget]) -> list[str]:
+    """The ``mmo-script`` block of :func:`smoke_prompt`, one step per line.
+
+    A native agent's task travels as a JSON string, so its own block's fences
+    are not fences of this one; the final text quotes the natives' replies
+    (``{{waitN}}``) instead of their markers, so a native that never answered
+    is not reported present.
+    """
+    dynamic = {tool: name for name, tool in target.aliases.items()}
+    steps = [f"try tool {dynamic[tool]} minimal" if tool in dynamic else f"try mcp {tool} minimal"
+             for tool in target.required_tools]
+    replies = []
+    for number, native in enumerate(natives, 1):
+        spawn = {"agent_type": native.agent, "message": smoke_prompt(native)}
+        wait = {"targets": [f"{{{{spawn{number}.agent_id}}}}"], "timeout_ms": NATIVE_WAIT_MS}
+        steps.append(f"spawn{number}: tool {NATIVE_TOOLS}.spawn_agent {json.dumps(spawn)}")
+        steps.append(f"wait{number}: tool {NATIVE_TOOLS}.wait_agent {json.dumps(wait)}")
+        replies.append(f"{{{{wait{number}}}}}")
+    steps.append(" ".join(["say", target.marker, *replies]))
+    return [SCRIPT_FENCE, *steps, "```"]
 
 
 # ------------------------------------------------------------- judging --
@@ -178,8 +253,9 @@ def judge(target: SmokeTarget, final_text: str | None,
           cleanup: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
     """One report row from the agent's final text and event log."""
     marker_present = bool(final_text) and target.marker in str(final_text)
-    successful = (sorted(_successful_mcp_tools(events_path, target.aliases))
-                  if events_path else [])
+    successful = (sorted(_successful_mcp_tools(
+        events_path, target.aliases, _own_calls(target, Path(events_path))))
+        if events_path else [])
     problems = [error] if error else []
     if error and final_text is None and not events_path:
         pass  # the agent never ran: the error says everything
@@ -238,28 +314,54 @@ def run_smoke_tasks(profile: Any, cwd: str | os.PathLike[str], plan: list[SmokeT
 
     The root runs non-interactively (``run_root_exec``); a root left
     ``detached`` by the wall is stopped gracefully (``stop_session(id,
-    grace_seconds=0)``) and recorded in ``cleanup``. Workers run as jobs
-    spawned by the root agent in a session of their own, the way the mesh's
+    grace_seconds=0)``) and recorded in ``cleanup``. Native agents of a root
+    that is not itself in the plan (``workers_only``) run through a minimal
+    root turn whose own row is not reported. Workers run as jobs spawned by
+    the root agent in a session of their own, the way the mesh's
     ``agent_spawn`` launches them.
     """
-    from mmo_kernel.lifecycle.controls import stop_session
-    from mmo_kernel.lifecycle.root_exec import run_root_exec
-
     rows: list[dict[str, Any]] = []
+    planned = {t.agent for t in plan}
     roots = [t for t in plan if t.parent is None and t.backend == "native"]
+    roots += [SmokeTarget(parent, "native", smoke_marker(parent), [])
+              for parent in dict.fromkeys(t.parent for t in plan)
+              if parent is not None and parent not in planned]
     for target in roots:
-        natives = _natives_of(plan, target.agent)
-        outcome = run_root_exec(profile, cwd, smoke_prompt(target, natives), wall_seconds,
-                                bindings=bindings)
-        cleanup = None
-        if outcome.get("root_status") == WALL_DETACHED:
-            stopped = stop_session(outcome["session"]["session_id"], grace_seconds=0)
-            cleanup = {"mode": "graceful_stop", "result": stopped["session"]["status"]}
-        rows.extend(judge_root(outcome, target, natives, cleanup))
+        root_rows = _run_root(profile, cwd, target, _natives_of(plan, target.agent), bindings,
+                              wall_seconds)
+        rows.extend(root_rows if target.agent in planned else root_rows[1:])
     workers = [t for t in plan if t.backend == "mcp"]
     if workers:
         rows.extend(_run_workers(profile, cwd, plan, workers, bindings, wall_seconds))
     return rows
+
+
+def _run_root(profile: Any, cwd: str | os.PathLike[str], target: SmokeTarget,
+              natives: list[SmokeTarget], bindings: Mapping[str, str] | None,
+              wall_seconds: float) -> list[dict[str, Any]]:
+    from mmo_kernel.lifecycle.controls import stop_session
+    from mmo_kernel.lifecycle.root_exec import run_root_exec
+
+    outcome = run_root_exec(profile, cwd, smoke_prompt(target, natives), wall_seconds,
+                            bindings=bindings)
+    cleanup = None
+    if outcome.get("root_status") == WALL_DETACHED:
+        stopped = stop_session(outcome["session"]["session_id"], grace_seconds=0)
+        cleanup = {"mode": "graceful_stop", "result": stopped["session"]["status"]}
+    return judge_root(outcome, target, natives, cleanup)
+
+
+def smoke_task(target: SmokeTarget, natives: list[SmokeTarget]) -> dict[str, Any]:
+    """``spawn_job`` keywords for a worker's marker task: free text, or for a low-trust
+    agent (literal tasks only) the same text supplied to ``summarize_supplied``."""
+    prompt = smoke_prompt(target, natives)
+    if target.literal_operations is None:
+        return {"task_kind": "smoke", "task": prompt}
+    if LITERAL_OPERATION not in target.literal_operations:
+        raise ValueError(f"low-trust agent {target.agent!r} allows only literal operations "
+                         f"{', '.join(target.literal_operations)}; the smoke task needs "
+                         f"{LITERAL_OPERATION}")
+    return {"literal_task": {"operation": LITERAL_OPERATION, "text": prompt, "max_points": 1}}
 
 
 def _run_workers(profile: Any, cwd: str | os.PathLike[str], plan: list[SmokeTarget],
@@ -291,8 +393,8 @@ def _run_worker(session_id: str, root: str, target: SmokeTarget, natives: list[S
     from mmo_kernel.jobs.waiting import wait_for_jobs
 
     try:
-        job_id = spawn_job(session_id, root, None, target.agent, task_kind="smoke",
-                           task=smoke_prompt(target, natives))["job_id"]
+        job_id = spawn_job(session_id, root, None, target.agent,
+                           **smoke_task(target, natives))["job_id"]
     except Exception as exc:  # one refused agent must not hide the others' results
         error = f"spawn refused: {type(exc).__name__}: {exc}"
         return [judge(t, None, None, None, error) for t in [target, *natives]]

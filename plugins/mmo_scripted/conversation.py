@@ -52,13 +52,15 @@ class Event(BaseModel):
 
 
 class OfferedTools(BaseModel):
-    """Tool names Codex offered in this request."""
+    """Tool names Codex offered in this request, and the function tools' parameter schemas."""
 
     model_config = ConfigDict(frozen=True)
 
     functions: frozenset[str] = frozenset()
     custom: frozenset[str] = frozenset()
     namespaces: dict[str, frozenset[str]] = Field(default_factory=dict)
+    parameters: dict[tuple[str | None, str], Any] = Field(default_factory=dict)
+    """``(namespace or None, name)`` -> the tool's JSON Schema ``parameters``."""
 
     def has_function(self, name: str, namespace: str | None = None) -> bool:
         if namespace is None:
@@ -150,20 +152,23 @@ def _offered_tools(tools: list[dict[str, Any]]) -> OfferedTools:
     functions: set[str] = set()
     custom: set[str] = set()
     namespaces: dict[str, frozenset[str]] = {}
+    parameters: dict[tuple[str | None, str], Any] = {}
     for tool in tools:
         kind, name = tool.get("type"), tool.get("name")
         if not isinstance(name, str):
             continue
         if kind == "function":
             functions.add(name)
+            parameters[(None, name)] = tool.get("parameters")
         elif kind == "custom":
             custom.add(name)
         elif kind == "namespace":
-            namespaces[name] = frozenset(
-                t["name"] for t in tool.get("tools", []) if isinstance(t, dict) and "name" in t
-            )
+            members = [t for t in tool.get("tools", []) if isinstance(t, dict) and "name" in t]
+            namespaces[name] = frozenset(t["name"] for t in members)
+            parameters.update(((name, t["name"]), t.get("parameters")) for t in members)
     return OfferedTools(
-        functions=frozenset(functions), custom=frozenset(custom), namespaces=namespaces
+        functions=frozenset(functions), custom=frozenset(custom), namespaces=namespaces,
+        parameters=parameters,
     )
 
 

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 FENCE_OPEN = "```mmo-script"
 FENCE_CLOSE = "```"
 GOAL_STATUSES = ("complete", "blocked", "paused")
+MINIMAL_ARGS = "minimal"
+"""In place of JSON arguments: the smallest arguments valid for the offered tool."""
 VERBS = ("shell", "write", "patch", "mcp", "tool", "goal_complete", "goal", "say")
 
 StepKind = Literal["shell", "write", "patch", "mcp", "tool", "goal", "say"]
@@ -45,6 +47,8 @@ class Step(BaseModel):
     server: str | None = None
     tool: str | None = None
     args: dict[str, Any] | None = None
+    minimal_args: bool = False
+    """``minimal`` instead of JSON: arguments built from the tool's offered schema."""
 
     @property
     def is_tool_step(self) -> bool:
@@ -237,7 +241,9 @@ def _one_of(rest: str, heredoc: str | None, what: str, allow_empty: bool = False
 def _call_step(verb: str, rest: str, heredoc: str | None, common: dict[str, Any]) -> Step:
     target, _, raw_args = rest.partition(" ")
     raw_args = _one_of(raw_args.strip(), heredoc, "JSON arguments", allow_empty=True) or "{}"
-    args = _json_object(raw_args)
+    minimal = raw_args == MINIMAL_ARGS
+    args = {} if minimal else _json_object(raw_args)
+    common = {**common, "minimal_args": minimal}
     if verb == "tool":
         namespace, dot, name = target.rpartition(".")
         if not name or (dot and not namespace):

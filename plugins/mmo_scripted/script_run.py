@@ -12,11 +12,13 @@ import json
 import shlex
 from typing import Any
 
+from mmo_kernel.contracts import instance_for_schema
+
 from .conversation import Conversation, ToolCall
 from .final_text import final_message
 from .placeholders import PlaceholderError, Results, substitute_json, substitute_text
 from .reply import CustomToolCall, FunctionCall, OutputItem
-from .script import Step
+from .script import MINIMAL_ARGS, Step
 from .tool_outputs import (
     Outcome,
     exec_outcome,
@@ -201,6 +203,8 @@ class ScriptRun:
         self, step: Step, name: str, namespace: str | None, args: dict[str, Any]
     ) -> OutputItem:
         self._require_function(step, name, namespace)
+        if step.minimal_args:
+            args = self._minimal_args(step, name, namespace)
         try:
             resolved = substitute_json(args, self.results)
         except PlaceholderError as exc:
@@ -208,6 +212,18 @@ class ScriptRun:
         return FunctionCall(
             name=name, namespace=namespace, arguments=_dumps(resolved), call_id=self._call_id()
         )
+
+    def _minimal_args(self, step: Step, name: str, namespace: str | None) -> dict[str, Any]:
+        """The smallest arguments the offered tool's ``parameters`` accept (strings say
+        ``minimal``): how a prompt calls a tool whose schema its author never saw."""
+        schema = self.conv.offered.parameters.get((namespace, name))
+        if not isinstance(schema, dict) or not schema:
+            return {}
+        try:
+            value = instance_for_schema(schema, text=MINIMAL_ARGS)
+        except ValueError as exc:
+            raise StepFailed(step, f"no minimal arguments for {name!r}: {exc}") from None
+        return value if isinstance(value, dict) else {}
 
     def _require_function(self, step: Step, name: str, namespace: str | None) -> None:
         offered = self.conv.offered

@@ -9,6 +9,7 @@ import subprocess
 import jsonschema
 from mmo_scripted.model import decide
 from mmo_scripted.reply import Message
+from mmo_scripted.script import parse_script
 from plugins.scripted.transcript import (
     Transcript,
     exec_output,
@@ -302,3 +303,38 @@ def test_goal_objective_without_update_goal_offered_just_answers():
     t = Transcript("", base="goal_round", tools=tools)
     t.body["input"] = recorded_body("goal_round")["input"][:5]
     assert t.message() == "local_scripted reply to: Make the thing work"
+
+
+
+def test_a_tool_step_names_a_namespaced_tool_such_as_codex_sub_agents():
+    """``tool <namespace>.<name>`` calls a namespaced Codex tool (Codex 0.169.0 offers its
+    own sub-agent tools in ``multi_agent_v1``): how a smoke exercises a native agent."""
+    steps = ('spawn: tool multi_agent_v1.spawn_agent {"agent_type": "scout", "message": "hi"}',
+             'wait: tool multi_agent_v1.wait_agent {"targets": ["{{spawn.agent_id}}"]}',
+             "say lead {{wait}}")
+    t = Transcript(script(*steps))
+    spawn = t.call()
+    assert (spawn.namespace, spawn.name) == ("multi_agent_v1", "spawn_agent")
+    assert json.loads(spawn.arguments) == {"agent_type": "scout", "message": "hi"}
+    t.answer('{"agent_id":"a-1","nickname":"Scout"}')
+    wait = t.call()
+    assert (wait.namespace, json.loads(wait.arguments)) == ("multi_agent_v1", {"targets": ["a-1"]})
+    t.answer('{"status":{"a-1":{"completed":"MARK"}},"timed_out":false}')
+    assert t.message() == 'lead {"status":{"a-1":{"completed":"MARK"}},"timed_out":false}'
+    missing = Transcript(script("tool multi_agent_v1.spawn_agent {}"),
+                         tools=without_tools(recorded_body("tool_round")["tools"],
+                                             "multi_agent_v1"))
+    assert missing.message().endswith(
+        "Codex did not offer the tool namespace 'multi_agent_v1' (namespaces offered: mcp__echo)")
+
+
+def test_minimal_arguments_are_built_from_the_offered_tool_schema():
+    """``minimal`` in place of JSON: the smallest arguments the offered tool's parameters
+    accept, so a prompt (a smoke task) can call a tool whose schema it never saw."""
+    t = Transcript(script("try mcp echo.echo minimal", "try mcp echo.fail minimal", "say done"))
+    echo = t.call()
+    assert (echo.namespace, json.loads(echo.arguments)) == ("mcp__echo", {"text": "minimal"})
+    t.answer(mcp_texts("minimal"))
+    assert json.loads(t.call().arguments) == {}
+    steps = parse_script("mcp echo.echo minimal\ntool get_goal minimal")
+    assert [(s.minimal_args, s.args) for s in steps] == [(True, {}), (True, {})]

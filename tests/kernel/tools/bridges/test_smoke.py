@@ -17,6 +17,7 @@ from mmo_kernel.lifecycle.smoke import (
     plan_smoke,
     smoke_prompt,
     smoke_report,
+    smoke_task,
 )
 from mmo_kernel.profiles.schema import AgentSpec
 from mmo_kernel.tools.servers import ToolServer
@@ -106,7 +107,9 @@ def test_the_plan_exercises_natives_through_their_parent_and_workers_through_the
     assert coder.aliases == {"mmo_mcp__repo_search__query": "repo.search.query"}
     assert coder.marker == "MMO_SMOKE_OK_coder_n1"
     assert [t.agent for t in plan_smoke(profile, servers, root_only=True)] == ["lead", "scout"]
-    assert [t.agent for t in plan_smoke(profile, servers, workers_only=True)] == ["coder"]
+    # workers_only: every agent but the root itself, the root's native agents included
+    assert [(t.agent, t.parent) for t in plan_smoke(profile, servers, workers_only=True)] == [
+        ("scout", "lead"), ("coder", None)]
     with pytest.raises(ValueError, match="root_only and workers_only exclude each other"):
         plan_smoke(profile, servers, root_only=True, workers_only=True)
 
@@ -117,6 +120,42 @@ def test_the_prompt_names_the_tools_the_native_agents_and_the_marker() -> None:
     prompt = smoke_prompt(lead, [scout])
     assert "web.fetch" in prompt and "scout" in prompt
     assert "MMO_SMOKE_OK_scout_n2" in prompt and prompt.rstrip().endswith("MMO_SMOKE_OK_lead_n2.")
+
+
+def test_the_prompt_carries_a_script_that_calls_the_tools_and_spawns_the_natives() -> None:
+    """What the offline scripted model runs: each required tool (``try``), each native
+    spawned with its own marker task and waited for, and a final answer that quotes
+    the natives' replies rather than their markers."""
+    profile, servers = _team()
+    lead, scout, _ = plan_smoke(profile, servers, nonce="n3")
+    prompt = smoke_prompt(lead, [scout])
+    script = prompt.split("```mmo-script\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert script[0] == "try mcp web.fetch minimal"
+    spawn = json.loads(script[1].removeprefix("spawn1: tool multi_agent_v1.spawn_agent "))
+    assert spawn["agent_type"] == "scout"
+    assert spawn["message"] == smoke_prompt(scout)
+    assert "say MMO_SMOKE_OK_scout_n3" in spawn["message"]
+    wait = json.loads(script[2].removeprefix("wait1: tool multi_agent_v1.wait_agent "))
+    assert wait["targets"] == ["{{spawn1.agent_id}}"]
+    assert script[3] == "say MMO_SMOKE_OK_lead_n3 {{wait1}}"
+    coder = plan_smoke(profile, servers, nonce="n3")[2]  # a switchyard-bridged tool
+    assert "try tool mmo_mcp__repo_search__query minimal" in smoke_prompt(coder).splitlines()
+
+
+def test_a_low_trust_worker_gets_its_smoke_task_as_a_literal_task() -> None:
+    scout = _agent(trust="low", permissions="read-only",
+                   literal_operations=["summarize_supplied", "locate"])
+    profile = SimpleNamespace(root_agent="lead", agents={
+        "lead": _agent(can_spawn=["scout"]), "scout": scout})
+    (target,) = plan_smoke(profile, {}, workers_only=True, nonce="n4")
+    task = smoke_task(target, [])
+    assert task == {"literal_task": {"operation": "summarize_supplied",
+                                     "text": smoke_prompt(target), "max_points": 1}}
+    locate_only = SmokeTarget("finder", "mcp", "M", [], literal_operations=("locate",))
+    with pytest.raises(ValueError, match="allows only literal operations locate"):
+        smoke_task(locate_only, [])
+    assert smoke_task(SmokeTarget("coder", "mcp", "M", []), []) == {
+        "task_kind": "smoke", "task": smoke_prompt(SmokeTarget("coder", "mcp", "M", []))}
 
 
 def _target(required: list[str]) -> SmokeTarget:
@@ -151,3 +190,28 @@ def test_a_root_detached_at_the_wall_fails_and_carries_its_cleanup(tmp_path: Pat
     assert rows[0]["cleanup"] == cleanup and rows[1]["cleanup"] is None
     assert all(r["error"].startswith("the root did not finish before the smoke wall expired")
                for r in rows)
+
+
+def test_a_native_agent_and_its_parent_are_judged_on_their_own_threads(tmp_path: Path) -> None:
+    """Codex logs a sub-agent's items under its own thread: the native agent's evidence
+    is the thread spawned with its marker, the parent's is everything else."""
+    lead = SmokeTarget("lead", "native", "MMO_SMOKE_OK_lead_x", ["web.fetch"])
+    scout = SmokeTarget("scout", "native", "MMO_SMOKE_OK_scout_x", ["web.search"], parent="lead")
+
+    def on(thread: str, item: dict[str, Any]) -> dict[str, Any]:
+        row = _row("item/completed", item)
+        row["message"]["params"]["threadId"] = thread
+        return row
+
+    spawn = {"type": "collabAgentToolCall", "id": "s", "tool": "spawnAgent",
+             "status": "completed", "receiverThreadIds": ["sub"],
+             "prompt": smoke_prompt(scout)}
+    log = _write(tmp_path / "events.jsonl", [
+        on("main", _mcp("completed", tool="search")), on("main", spawn),
+        on("sub", _mcp("completed", tool="fetch"))])
+    text = "MMO_SMOKE_OK_lead_x MMO_SMOKE_OK_scout_x"
+    lead_row, scout_row = judge_root({"status": "completed", "events_path": str(log),
+                                      "result": text}, lead, [scout], None)
+    assert lead_row["successful_tools"] == ["web.search"] and lead_row["error"] is not None
+    assert scout_row["successful_tools"] == ["web.fetch"] and scout_row["error"] is not None
+    assert "web.search" in scout_row["error"] and "web.fetch" in lead_row["error"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mmo_kernel.jobs.listing import iter_job_records
 from mmo_kernel.lifecycle.controls import load_session
 from mmo_kernel.lifecycle.smoke import smoke_profile
 from mmo_kernel.sessions.records import iter_session_records
@@ -61,10 +62,10 @@ def test_workers_run_as_jobs_one_at_a_time_and_each_is_judged(mmo_git_workspace:
     assert report["passed"] is False
     assert set(rows) == {"literal_scout", "routine_engineer", "flagship_escalation"}
     assert {r["backend"] for r in rows.values()} == {"mcp"}
-    # a low-trust agent takes literal tasks only: its refusal is reported, not raised
-    assert rows["literal_scout"]["error"].startswith("spawn refused: ")
-    assert "literal_task only" in rows["literal_scout"]["error"]
-    assert "marker" not in rows["literal_scout"]["error"]
+    # a low-trust agent takes literal tasks only: its smoke task is a literal_task
+    scout = next(j for j in iter_job_records() if j["agent"] == "literal_scout")
+    assert scout["literal_task"]["operation"] == "summarize_supplied"
+    assert rows["literal_scout"]["marker_present"] is False
     # the stand-in never says the marker, so a worker that ran still fails on evidence
     ran = rows["flagship_escalation"]
     assert ran["marker_present"] is False and "marker MMO_SMOKE_OK_" in ran["error"]
