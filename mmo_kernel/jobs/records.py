@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError, format_validation_error
+from mmo_kernel.errors import RecordError
 from mmo_kernel.sessions.records import new_record_id, utc_now
 from mmo_kernel.sessions.state import REMOVE
 from mmo_kernel.state.files import (
@@ -28,7 +28,7 @@ from mmo_kernel.state.files import (
     safe_path,
 )
 from mmo_kernel.state.paths import state_dir
-from mmo_kernel.state.records import StrictRecord, read_record
+from mmo_kernel.state.records import StrictRecord, read_record, validate_model
 
 if TYPE_CHECKING:
     from mmo_kernel.plugin.drivers import ExecutionHost
@@ -196,10 +196,7 @@ def check_job_record(doc: dict[str, Any], where: str = "job record") -> dict[str
     missing = [name for name in REQUIRED_JOB_FIELDS if name not in doc]
     if missing:
         raise RecordError(f"{where}: job record is missing required fields: {', '.join(missing)}")
-    try:
-        JobRecord.model_validate(doc)
-    except ValidationError as exc:
-        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+    validate_model(JobRecord, doc, where)
     return doc
 
 

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError, format_validation_error
+from mmo_kernel.errors import RecordError
 from mmo_kernel.state.files import (
     MMO_SCHEMA_VERSION,
     atomic_write_json,
@@ -26,7 +26,7 @@ from mmo_kernel.state.files import (
     safe_path,
 )
 from mmo_kernel.state.paths import ensure_private_dir, state_dir
-from mmo_kernel.state.records import StrictRecord, read_record
+from mmo_kernel.state.records import StrictRecord, read_record, validate_model
 
 SESSION_STATUSES = ("starting", "running", "detached", "paused", "suspended", "cancelling",
                     "completed", "failed", "cancelled", "stopped")
@@ -224,10 +224,7 @@ def installed_root_host(record: Mapping[str, Any]) -> str:
 
 def _check_session(doc: dict[str, Any], where: str = "session record") -> dict[str, Any]:
     """Validate through the model; a problem is one readable line, never a pydantic dump."""
-    try:
-        SessionRecord.model_validate(doc)
-    except ValidationError as exc:
-        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+    validate_model(SessionRecord, doc, where)
     return doc
 
 
@@ -239,10 +236,7 @@ def _check_run(doc: dict[str, Any]) -> dict[str, Any]:
     if doc.get("kind") != "initial":
         raise RecordError(f"run {doc.get('run_id')!r}: run kind must be initial, "
                           f"got {doc.get('kind')!r}")
-    try:
-        RunRecord.model_validate(doc)
-    except ValidationError as exc:
-        raise RecordError(f"run {doc.get('run_id')!r}: {format_validation_error(exc)}") from None
+    validate_model(RunRecord, doc, f"run {doc.get('run_id')!r}")
     return doc
 
 

@@ -20,6 +20,7 @@ from mmo_kernel.errors import RecordError, format_validation_error
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION, read_json
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 class StrictRecord(BaseModel):
@@ -70,14 +71,19 @@ def reject_retired_fields(doc: Mapping[str, Any], retired: Iterable[str], where:
         raise RecordError(f"{where}: retired fields are not supported: {', '.join(present)}")
 
 
+def validate_model(model: type[M], doc: Mapping[str, Any], where: str) -> M:
+    """``model.model_validate(doc)``, a problem being one readable line naming ``where``."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+
+
 def _apply(validator: Callable[[dict[str, Any]], T] | type[BaseModel],
            doc: dict[str, Any], where: str) -> Any:
     if not (isinstance(validator, type) and issubclass(validator, BaseModel)):
         return cast(Callable[[dict[str, Any]], Any], validator)(doc)
-    try:
-        return validator.model_validate(doc)
-    except ValidationError as exc:
-        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+    return validate_model(validator, doc, where)
 
 
 def read_record(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import psutil
 from support.gateway_harness import Gateway
+from support.plugin_fixtures import ECHO_FRAGMENT, EXAMPLE_ROUTE, pip_install, with_site
 
 from mmo_kernel.config.catalog_load import load_catalog
 from mmo_kernel.gateway import ensure_gateway, gateway_status, stop_gateway
@@ -73,42 +73,17 @@ def test_configured_port_in_use_fails_with_the_reason(mmo_env, mmo_process_guard
     assert gateway_status()["running"] is False
 
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "mmo-example-route"
 MMO = Path(sys.executable).with_name("mmo")
-ECHO_FRAGMENT = """\
-schema_version = 1
-[routes.echo]
-name = "Echo"
-driver = "example_echo"
-api_operator = "me"
-access_product = "local"
-options = { greeting = "Ahoy from the echo route" }
-
-[models.echo__echo_small]
-route = "echo"
-upstream_id = "echo-small"
-maker = "me"
-"""
 
 
 def install_example_route(tmp_path: Path) -> Path:
     """pip-install the third-party route plugin fixture into a private target dir."""
-    target, source = tmp_path / "site", tmp_path / "build" / "mmo-example-route"
-    shutil.copytree(FIXTURE, source,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
-                   check=True, stdin=subprocess.DEVNULL, cwd=source.parent,
-                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    return target
+    return pip_install(EXAMPLE_ROUTE, tmp_path / "site", tmp_path / "build")
 
 
 def gateway_start(site: Path | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if site is not None:
-        env["PYTHONPATH"] = str(site)
     result = subprocess.run([str(MMO), "gateway", "start", "--json"], capture_output=True,
-                            text=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
+                            text=True, env=with_site(site), stdin=subprocess.DEVNULL, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -10,26 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.plugin_fixtures import ECHO_FRAGMENT, EXAMPLE_ROUTE, pip_install
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "mmo-example-route"
 MMO = Path(sys.executable).with_name("mmo")
 
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
     """pip-install the fixture distribution into a private target dir."""
-    target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("build")
-    # a copy, so setuptools' build/ and egg-info never land in tests/fixtures/
-    source = build / "mmo-example-route"
-    shutil.copytree(FIXTURE, source,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(source)],
-        check=True, stdin=subprocess.DEVNULL, cwd=build,
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-    )
+    target = pip_install(EXAMPLE_ROUTE, tmp_path_factory.mktemp("site"),
+                         tmp_path_factory.mktemp("build"))
     assert list(target.glob("mmo_example_route-1.2.3.dist-info"))
     return target
 
@@ -62,20 +52,6 @@ def test_installed_plugin_appears_in_mmo_plugins(plugin_site, tmp_path):
     assert "example_route" in table and "route_drivers: example_echo" in table
 
 
-ECHO_FRAGMENT = """
-schema_version = 1
-[routes.echo]
-name = "Echo"
-driver = "example_echo"
-api_operator = "me"
-access_product = "local"
-options = { greeting = "Ahoy from the echo route" }
-
-[models.echo__echo_small]
-route = "echo"
-upstream_id = "echo-small"
-maker = "me"
-"""
 
 
 def _team_on_echo(tmp_path: Path) -> Path:
