@@ -18,8 +18,8 @@ Run the mmo_mesh MCP server on stdio: JSON-RPC, one message per line.
 
 Agents start it themselves: MMO writes it into every agent's Codex config as
 [mcp_servers.mmo_mesh], with the agent's identity and capability token in its
-environment. Run by hand, it answers `initialize` and `tools/list`, and refuses
-tool calls from a caller it cannot verify. See docs/mcp.md.
+environment. Run by hand without them, it answers `initialize` and `ping` and
+refuses everything else (`invalid MCP caller capability`). See docs/mcp.md.
 """
 
 COMMAND_MODULES = (
