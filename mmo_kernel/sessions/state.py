@@ -6,6 +6,7 @@ never interleave half-updates; a terminal session never changes status again.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,13 +74,19 @@ REMOVE = _REMOVE
 """Pass as a field value to delete the field (records omit unset fields)."""
 
 
-def update_session(session_id: str, **fields: Any) -> dict[str, Any]:
+def update_session(session_id: str, *, status_if: Collection[str] | None = None,
+                   **fields: Any) -> dict[str, Any]:
     """Change fields of a session record atomically; terminal sessions keep their status.
 
+    With ``status_if``, ``status`` changes only while the record's status is one of
+    them (checked under the lock): a host publishing ``running`` after start-up never
+    overwrites a ``detached`` the caller wrote meanwhile. The other fields always apply.
     A status change is mirrored on the session's run (its status follows the session's).
     """
     with runtime_lock():
         record = read_session_record(session_id)
+        if status_if is not None and record["status"] not in status_if:
+            fields.pop("status", None)
         updated = write_session_record(_apply_fields(record, fields))
         if "status" in fields and fields["status"] != record["status"]:
             _sync_run(updated)

@@ -358,10 +358,10 @@ class RootHost(AgentHost):
         self.bind_thread()
 
     def run(self) -> int:
-        fields = {"status": "running"} if self.record["status"] == "starting" else {}
-        if not self.record.get("started_at"):
-            fields["started_at"] = utc_now()
+        fields = {"started_at": utc_now()} if not self.record.get("started_at") else {}
         self.publish_host(**fields)
+        # only a session still ``starting``: the caller may have detached it (wall) meanwhile
+        self.record = update_session(self.session_id, status="running", status_if=("starting",))
         try:
             self.spawn_app_server()
             self.start_control_server()
