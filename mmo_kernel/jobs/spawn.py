@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from mmo_kernel.hosts.goals import cap_objective
 from mmo_kernel.jobs.admission import Admitted, Context, admit, load_context, parse_requests
@@ -31,7 +31,7 @@ from mmo_kernel.jobs.records import (
 from mmo_kernel.mesh.arguments import SpawnRequest
 from mmo_kernel.mesh.tokens import mint_token
 from mmo_kernel.plugin.drivers import WorkspaceIsolator
-from mmo_kernel.plugin.manager import plugin_system
+from mmo_kernel.plugin.manager import workspace_isolator
 from mmo_kernel.profiles.snapshots import snapshot_contract
 from mmo_kernel.sessions.env import session_environment
 from mmo_kernel.sessions.records import (
@@ -48,11 +48,10 @@ from mmo_kernel.workspace.patches import WorkspaceHandle
 WORKSPACE_DIR = "workspace"
 
 
-def isolator_for(profile: Any):
+def isolator_for(profile: Any) -> WorkspaceIsolator:
     """The session profile's workspace-isolation driver, with its options."""
     coord = profile.coordination
-    cls = plugin_system().registry.driver_class("workspace_isolation", coord.isolation)
-    return cast(WorkspaceIsolator, cls(coord.isolation_options))  # type: ignore[call-arg]
+    return workspace_isolator(coord.isolation, options=coord.isolation_options)
 
 
 def _contract_fields(ctx: Context, item: Admitted) -> dict[str, Any]:
@@ -112,8 +111,7 @@ def cleanup_workspace(record: Mapping[str, Any]) -> None:
     if not data:
         return
     handle = WorkspaceHandle.model_validate(data)
-    cls = plugin_system().registry.driver_class("workspace_isolation", handle.isolator)
-    cast(WorkspaceIsolator, cls()).cleanup(handle)
+    workspace_isolator(handle.isolator).cleanup(handle)
 
 
 def _create(ctx: Context, item: Admitted, job_id: str, batch_id: str,

@@ -50,9 +50,8 @@ def workspace_handle(record: Mapping[str, Any]) -> WorkspaceHandle | None:
 
 def isolator_for(record: Mapping[str, Any], handle: WorkspaceHandle) -> WorkspaceIsolator:
     """The isolator that made ``handle``, with the session profile's isolation options."""
-    from mmo_kernel.plugin.manager import plugin_system
+    from mmo_kernel.plugin.manager import workspace_isolator
 
-    cls = plugin_system().registry.driver_class("workspace_isolation", handle.isolator)
     options: dict[str, Any] = {}
     try:
         from mmo_kernel.profiles.snapshots import snapshot_profile
@@ -63,9 +62,7 @@ def isolator_for(record: Mapping[str, Any], handle: WorkspaceHandle) -> Workspac
             options = dict(coordination.isolation_options)
     except (FileNotFoundError, ValueError, RuntimeError):
         options = {}  # session or snapshot gone: cleanup and capture need no options
-    isolator = cls(options) if issubclass(cls, WorkspaceIsolator) else cls()
-    assert isinstance(isolator, WorkspaceIsolator)
-    return isolator
+    return workspace_isolator(handle.isolator, options=options)
 
 
 def _store_patch(job_id: str, patch: Patch) -> dict[str, Any]:
@@ -215,11 +212,9 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
 
 
 def _isolator_named(name: str) -> WorkspaceIsolator:
-    from mmo_kernel.plugin.manager import get_driver
+    from mmo_kernel.plugin.manager import workspace_isolator
 
-    isolator = get_driver("workspace_isolation", name)
-    assert isinstance(isolator, WorkspaceIsolator)
-    return isolator
+    return workspace_isolator(name)
 
 
 __all__ = ["capture_job_patch", "integrate_patch", "job_workspace_cleanup", "load_patch",

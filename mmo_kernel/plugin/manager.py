@@ -269,9 +269,12 @@ def tool_bridge(name: str, where: str = "", *, env: Mapping[str, str] | None = N
     return cls(env=env, stderr_dir=stderr_dir, preserve_tool_media=preserve_tool_media)
 
 
-def workspace_isolator(name: str, where: str = "") -> WorkspaceIsolator:
-    """The workspace isolator ``name`` (typed: isolators prepare, capture and apply)."""
-    return cast(WorkspaceIsolator, get_driver("workspace_isolation", name, where))
+def workspace_isolator(name: str, where: str = "",
+                       options: Mapping[str, Any] | None = None) -> WorkspaceIsolator:
+    """The workspace isolator ``name`` with a profile's ``isolation_options`` (typed: isolators
+    prepare, capture and apply)."""
+    cls = plugin_system().registry.driver_class("workspace_isolation", name, where)
+    return cast(type[WorkspaceIsolator], cls)(options)
 
 
 def contract_transport(name: str, where: str = "") -> ContractTransport:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel.config.settings import load_settings, resolve_codex_binary
-from mmo_kernel.plugin.manager import plugin_system, route_driver
+from mmo_kernel.plugin.manager import route_driver, workspace_isolator
 from mmo_kernel.profiles.snapshots import compile_profile, load_snapshot, snapshot_profile
 from mmo_kernel.sessions.homes import HomeContext, materialize_home, snapshot_catalog
 from mmo_kernel.sessions.records import (
@@ -106,10 +106,10 @@ def check_workspace(resolved: Any, workdir: Path) -> None:
     if not any(a.permissions == "workspace-write" for a in resolved.agents.values()):
         return
     coordination = resolved.coordination
-    isolator = plugin_system().registry.driver_class(
-        "workspace_isolation", coordination.isolation, "coordination.isolation")
+    isolator = workspace_isolator(coordination.isolation, "coordination.isolation",
+                                  coordination.isolation_options)
     try:
-        isolator(coordination.isolation_options).check_workspace(workdir)  # type: ignore[call-arg]
+        isolator.check_workspace(workdir)
     except ValueError as exc:
         raise ValueError(f"profile {resolved.id!r} has writers: {exc}") from None
 
