@@ -85,25 +85,24 @@ def stream_once(conn: http.client.HTTPConnection, path: str, body: bytes) -> tup
     return (first - start) * 1000, (end - start) * 1000
 
 
-def latencies(port: int, gw_port: int, paths: tuple[str, str], body: bytes, count: int
-              ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(ttfb, total) per request, direct and through the gateway, interleaved.
+def latencies(ports: list[int], paths: list[str], body: bytes, count: int
+              ) -> list[list[tuple[float, float]]]:
+    """(ttfb, total) per request for each target (direct, then gateways), interleaved.
 
-    Alternating the two on a shared machine exposes both to the same
-    background load, so their difference is the gateway's own cost.
+    Alternating the targets on a shared machine exposes them to the same
+    background load, so their differences are the gateways' own costs.
     """
-    direct = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    gateway = http.client.HTTPConnection("127.0.0.1", gw_port, timeout=30)
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for port in ports]
     for _ in range(50):  # warm-up: connections, pools, caches
-        stream_once(direct, paths[0], body)
-        stream_once(gateway, paths[1], body)
-    d, g = [], []
+        for conn, path in zip(conns, paths, strict=True):
+            stream_once(conn, path, body)
+    series: list[list[tuple[float, float]]] = [[] for _ in ports]
     for _ in range(count):
-        d.append(stream_once(direct, paths[0], body))
-        g.append(stream_once(gateway, paths[1], body))
-    direct.close()
-    gateway.close()
-    return d, g
+        for conn, path, out in zip(conns, paths, series, strict=True):
+            out.append(stream_once(conn, path, body))
+    for conn in conns:
+        conn.close()
+    return series
 
 
 def throughput(port: int, path: str, body: bytes, streams: int, per_stream: int) -> float:
@@ -138,27 +137,40 @@ def pct(values: list[float], q: float) -> float:
 PATHS = ("/v1/responses", "/routes/bench_route/v1/responses")
 
 
-def measure_round(args: argparse.Namespace, up_port: int, gw_port: int, body: bytes,
-                  gateway: psutil.Process) -> dict[str, float]:
-    """One round: interleaved latencies, gateway CPU per request, then both throughputs."""
-    load_before = os.getloadavg()[0]
-    cpu = gateway.cpu_times()
-    d, g = latencies(up_port, gw_port, PATHS, body, args.requests)
-    spent = gateway.cpu_times()
-    cpu_ms = (spent.user + spent.system - cpu.user - cpu.system) * 1000 / (args.requests + 50)
-    per = max(20, args.requests // args.concurrency)
-    d_rps = throughput(up_port, PATHS[0], body, args.concurrency, per)
-    g_rps = throughput(gw_port, PATHS[1], body, args.concurrency, per)
-    row = {"load": (load_before + os.getloadavg()[0]) / 2, "gateway_cpu_ms": cpu_ms,
-           "direct_rps": d_rps, "gateway_rps": g_rps, "ratio": g_rps / d_rps}
+def _percentiles(row: dict[str, float], prefix: str, d: list[tuple[float, float]],
+                 g: list[tuple[float, float]]) -> None:
     for index, name in ((0, "ttfb"), (1, "total")):
         for q, label in ((.5, "p50"), (.99, "p99")):
             direct = pct([x[index] for x in d], q)
             through = pct([x[index] for x in g], q)
-            row[f"{name}_{label}_direct"] = direct
-            row[f"{name}_{label}_gateway"] = through
-            row[f"{name}_{label}_added"] = through - direct
-            row[f"{name}_{label}_ratio"] = through / direct
+            row[f"{prefix}{name}_{label}_direct"] = direct
+            row[f"{prefix}{name}_{label}_gateway"] = through
+            row[f"{prefix}{name}_{label}_added"] = through - direct
+            row[f"{prefix}{name}_{label}_ratio"] = through / direct
+
+
+def measure_round(args: argparse.Namespace, up_port: int, gw_ports: list[int], body: bytes,
+                  gateway: psutil.Process) -> dict[str, float]:
+    """One round: interleaved latencies, gateway CPU per request, then both throughputs.
+
+    ``gw_ports[0]`` is the gateway as shipped; ``gw_ports[1]`` (if any) the same
+    gateway with every upstream request on httpx2 (the proxied path).
+    """
+    load_before = os.getloadavg()[0]
+    cpu = gateway.cpu_times()
+    series = latencies([up_port, *gw_ports], [PATHS[0]] + [PATHS[1]] * len(gw_ports), body,
+                       args.requests)
+    d, g = series[0], series[1]
+    spent = gateway.cpu_times()
+    cpu_ms = (spent.user + spent.system - cpu.user - cpu.system) * 1000 / (args.requests + 50)
+    per = max(20, args.requests // args.concurrency)
+    d_rps = throughput(up_port, PATHS[0], body, args.concurrency, per)
+    g_rps = throughput(gw_ports[0], PATHS[1], body, args.concurrency, per)
+    row = {"load": (load_before + os.getloadavg()[0]) / 2, "gateway_cpu_ms": cpu_ms,
+           "direct_rps": d_rps, "gateway_rps": g_rps, "ratio": g_rps / d_rps}
+    _percentiles(row, "", d, g)
+    if len(series) > 2:
+        _percentiles(row, "httpx2_", d, series[2])
     row["mean_total_direct"] = statistics.mean(x[1] for x in d)
     row["mean_total_gateway"] = statistics.mean(x[1] for x in g)
     return row
@@ -184,6 +196,13 @@ def report(args: argparse.Namespace, rounds: list[dict[str, float]]) -> None:
     print(f"throughput, {args.concurrency} concurrent streams: direct {med['direct_rps']:.0f} "
           f"req/s, gateway {med['gateway_rps']:.0f} req/s, ratio {med['ratio']:.2f} "
           "(per round: " + ", ".join(f"{r['ratio']:.2f}" for r in rounds) + ")")
+    if "httpx2_total_p50_added" in med:
+        print("same gateway, every upstream request on httpx2 (the proxied path):")
+        for label in ("p50", "p99"):
+            key = f"httpx2_total_{label}"
+            print(f"{'total ' + label + ' ms':22}{med[key + '_direct']:9.3f}"
+                  f"{med[key + '_gateway']:9.3f}{med[key + '_added']:8.3f}"
+                  f"{med[key + '_ratio']:7.2f}")
     met = med["total_p50_added"] <= 1.0 and med["total_p99_added"] <= 5.0
     print(f"targets (added p50 <= 1 ms, p99 <= 5 ms): {'met' if met else 'NOT met'}")
 
@@ -199,6 +218,14 @@ def wait_for_file(path: Path, seconds: float = 20.0) -> str:
     raise RuntimeError(f"{path} did not appear")
 
 
+def _start_gateway(procs: list[subprocess.Popen[bytes]], env: dict[str, str],
+                   state: Path) -> dict[str, int]:
+    """Start a real gateway process for ``state``; its ``gateway.json`` record."""
+    procs.append(subprocess.Popen([sys.executable, "-m", "mmo_kernel.gateway"], env=env,
+                                  start_new_session=True))
+    return json.loads(wait_for_file(state / "gateway" / "gateway.json"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1000)
@@ -206,6 +233,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
     parser.add_argument("--input-kb", type=int, default=0,
                         help="pad the request's input to this many KiB (Codex sends history)")
+    parser.add_argument("--fast-only", action="store_true",
+                        help="skip the side-by-side httpx2 (proxied path) gateway")
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
@@ -226,14 +255,16 @@ def main() -> int:
             'api_operator = "bench"\naccess_product = "bench"\nwire_protocol = "openai_responses"\n'
             f'base_url = "http://127.0.0.1:{up_port}/v1"\ncredential_env = "BENCH_KEY"\n'
             '[models.bench_route__m]\nroute = "bench_route"\nupstream_id = "m"\nmaker = "bench"\n')
-        procs.append(subprocess.Popen([sys.executable, "-m", "mmo_kernel.gateway"], env=env,
-                                      start_new_session=True))
-        record = json.loads(wait_for_file(work / "state" / "gateway" / "gateway.json"))
-        gw_port = record["port"]
+        gateways = [_start_gateway(procs, env, work / "state")]
+        if not args.fast_only:
+            gateways.append(_start_gateway(procs, {**env, "MMO_STATE_DIR": str(work / "state2"),
+                                                   "MMO_GATEWAY_UPSTREAM_CLIENT": "httpx2"},
+                                           work / "state2"))
         text = "hi " * (args.input_kb * 1024 // 3) if args.input_kb else "hi"
         body = json.dumps({"model": "bench_route__m", "input": text, "stream": True}).encode()
-        gateway = psutil.Process(record["pid"])
-        rounds = [measure_round(args, up_port, gw_port, body, gateway) for _ in range(args.repeat)]
+        gateway = psutil.Process(gateways[0]["pid"])
+        ports = [record["port"] for record in gateways]
+        rounds = [measure_round(args, up_port, ports, body, gateway) for _ in range(args.repeat)]
         report(args, rounds)
     finally:
         for proc in procs:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.client
 import json
+import os
 import ssl
 import threading
 from collections.abc import Iterator, Mapping
@@ -22,16 +23,28 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mmo_kernel.gateway.errors import GatewayError, error_body
+from mmo_kernel.gateway.upstream_proxy import uses_proxy
 
 READ_SIZE = 65536
 _pool_lock = threading.Lock()
 _pool: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
 
 
-@functools.cache
 def tls_context() -> ssl.SSLContext:
-    """One verifying TLS context: building it loads the CA store (milliseconds)."""
-    return ssl.create_default_context()
+    """The verifying TLS context for the CA store ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name now.
+
+    Unset, the system store. Building a context loads the store (milliseconds),
+    so it is made once per value of the two variables.
+    """
+    return _tls_context(os.environ.get("SSL_CERT_FILE") or None,
+                        os.environ.get("SSL_CERT_DIR") or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    if cafile is None and capath is None:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=cafile, capath=capath)
 
 
 def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
@@ -188,6 +201,10 @@ def post_json(url: str, payload: Mapping[str, Any] | bytes, headers: Mapping[str
               timeout: float = 300.0) -> UpstreamResponse:
     """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
     target = post_target(url, payload, headers)
+    if uses_proxy(*target.key):  # httpx2 carries proxied requests
+        from mmo_kernel.gateway.upstream_httpx import post_proxied
+
+        return post_proxied(target, timeout)  # type: ignore[return-value]
     for attempt in (0, 1):
         conn = _connect(*target.key, timeout=timeout)
         reused = conn.sock is not None

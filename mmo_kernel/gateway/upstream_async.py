@@ -22,6 +22,7 @@ from typing import Any
 
 from mmo_kernel.gateway.errors import GatewayError, error_body
 from mmo_kernel.gateway.upstream import Target, map_upstream_status, post_target, tls_context
+from mmo_kernel.gateway.upstream_proxy import uses_proxy
 from mmo_kernel.gateway.upstream_wire import BodyDecoder, UpstreamProtocolError, Wire, read_head
 
 MAX_IDLE_PER_HOST = 32
@@ -189,6 +190,10 @@ async def post_json_async(url: str, payload: Mapping[str, Any] | bytes,
                           timeout: float = 300.0) -> AsyncUpstreamResponse:
     """POST JSON and return the response once its status is 2xx; else raise GatewayError."""
     target = post_target(url, payload, headers)
+    if uses_proxy(*target.key):  # httpx2 carries proxied requests
+        from mmo_kernel.gateway.upstream_httpx import post_proxied_async
+
+        return await post_proxied_async(target, timeout)  # type: ignore[return-value]
     request = _request_head(target) + target.body
     wire, status, response_headers, keep = await _exchange(target, request, timeout)
     response = AsyncUpstreamResponse(wire, target.key, status, response_headers, keep, timeout)

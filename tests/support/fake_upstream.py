@@ -7,6 +7,7 @@ the requests the server received (path, headers, parsed JSON body).
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterable
@@ -85,7 +86,8 @@ class Seen:
 class FakeUpstream:
     """Context manager: ``url``, ``replies`` (FIFO; default reply when empty), ``seen``."""
 
-    def __init__(self, default: Reply | None = None) -> None:
+    def __init__(self, default: Reply | None = None, tls: ssl.SSLContext | None = None) -> None:
+        self.scheme = "https" if tls else "http"
         self.replies: list[Reply] = []
         self.default = default or Reply(200, "application/json", [b'{"ok":true}'])
         self.seen: list[Seen] = []
@@ -126,12 +128,14 @@ class FakeUpstream:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self.scheme}://{host}:{port}"
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:
