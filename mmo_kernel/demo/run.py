@@ -91,30 +91,36 @@ def run_real(project: Path, view: LiveView) -> tuple[dict[str, Any], str]:
 
 
 def run_standin(project: Path, view: LiveView, out: TextIO) -> tuple[dict[str, Any], str]:
-    """The demo acts as the root: spawn both workers, wait, review, accept, integrate."""
+    """The demo acts as the root: writer first, then a review of its patch, accept, integrate."""
     from mmo_kernel import api
 
     session = api.create_session(PROFILE, cwd=project, bindings=BINDINGS)
     sid, root = session["session_id"], session["root_agent"]
-    accepted = api.spawn_jobs([
-        {"agent": scripts.WRITER, "task_kind": "implement", "mode": "workspace-write",
-         "write_scopes": ["calc/"], "task": scripts.standin_writer_task()},
-        {"agent": scripts.REVIEWER, "task_kind": "review", "task": scripts.standin_reviewer_task()},
-    ], sid, root)["accepted"]
-    writer, reviewer = (job["job_id"] for job in accepted)
     deadline = time.monotonic() + WALL_SECONDS
-    while True:
-        waited = api.wait_for_jobs([writer, reviewer], sid, 0.5, include_results=False)
-        view.update(api.load_session(sid), api.list_jobs(sid))
-        if not waited["unfinished"] or time.monotonic() > deadline:
-            break
-    for job_id, reason in ((reviewer, "the review is on record"),
-                           (writer, "the patch fixes the off-by-one")):
-        api.read_result(job_id, sid, caller_agent=root)
-        api.accept_result(job_id, reason, sid, root)
-        _say(out, f"accepted {job_id}")
-    api.integrate_patch(writer, "reviewed and accepted", sid, root)
-    _say(out, f"integrated the patch of {writer}")
+
+    def spawn_and_wait(spec: dict[str, Any]) -> dict[str, Any]:
+        [job] = api.spawn_jobs([spec], sid, root)["accepted"]
+        while True:
+            waited = api.wait_for_jobs([job["job_id"]], sid, 0.5, include_results=False)
+            view.update(api.load_session(sid), api.list_jobs(sid))
+            if not waited["unfinished"] or time.monotonic() > deadline:
+                return api.load_job(job["job_id"])
+
+    writer = spawn_and_wait({"agent": scripts.WRITER, "task_kind": "implement",
+                             "mode": "workspace-write", "write_scopes": ["calc/"],
+                             "task": scripts.standin_writer_task()})
+    patch = writer.get("patch") or {}
+    diff_file = Path(writer["events_path"]).parent / patch.get("diff_file", "patch.diff")
+    diff = diff_file.read_text(encoding="utf-8") if diff_file.is_file() else ""
+    reviewer = spawn_and_wait({"agent": scripts.REVIEWER, "task_kind": "review",
+                               "task": scripts.standin_reviewer_task(diff)})
+    for job, reason in ((reviewer, "the review of the patch is on record"),
+                        (writer, "the patch fixes the off-by-one")):
+        api.read_result(job["job_id"], sid, caller_agent=root)
+        api.accept_result(job["job_id"], reason, sid, root)
+        _say(out, f"accepted {job['job_id']}")
+    api.integrate_patch(writer["job_id"], "reviewed and accepted", sid, root)
+    _say(out, f"integrated the patch of {writer['job_id']}")
     api.finish_session(sid, 0)
     return api.load_session(sid), "the demo acted as the root (the stand-in has no MCP)"
 

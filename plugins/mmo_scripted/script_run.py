@@ -45,6 +45,10 @@ class StepFailed(Exception):
         self.error = error
 
 
+def _calls_update_goal(step: Step) -> bool:
+    return step.kind == "goal" or (step.kind == "tool" and step.tool == UPDATE_GOAL)
+
+
 class ScriptRun:
     """One script, replayed over the events that follow its anchor."""
 
@@ -112,6 +116,8 @@ class ScriptRun:
             if self.done >= len(self.steps) or not self.steps[self.done].is_tool_step:
                 continue  # a call this script did not make
             step = self.steps[self.done]
+            if call.name == UPDATE_GOAL and not _calls_update_goal(step):
+                continue  # the goal this script ended when it stopped (``_end_goal``)
             outcome = _outcome_of(step, call)
             if outcome.session_id is not None:
                 running = (step, [outcome.text], outcome.session_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,12 +40,36 @@ def assert_fixed(done: subprocess.CompletedProcess, folder: Path) -> None:
     assert list((folder / "state" / "sessions").iterdir())  # evidence in the private state
 
 
+def demo_jobs(folder: Path) -> dict[str, dict]:
+    """The demo's job records by agent, read from its private state."""
+    jobs = {}
+    for meta in (folder / "state" / "jobs").glob("*/metadata.json"):
+        record = json.loads(meta.read_text())
+        jobs[record["agent"]] = record
+    return jobs
+
+
+def assert_reviewed_the_writers_patch(folder: Path, review_evidence: str) -> None:
+    """The reviewer started after the writer's patch existed and was given that patch."""
+    jobs = demo_jobs(folder)
+    writer, reviewer = jobs["implementation_specialist"], jobs["adversarial_reviewer"]
+    assert writer["result_state"] == "integrated" and reviewer["result_state"] == "accepted"
+    assert reviewer["created_at"] >= writer["finished_at"]
+    assert review_evidence in reviewer["task"]
+
+
 @pytest.mark.real_codex
 def test_demo_on_real_codex_integrates_the_reviewed_fix(tmp_path, real_codex):
     done, folder = run_demo(tmp_path, None)
     assert_fixed(done, folder)
     assert "Codex: real Codex" in done.stdout
     assert "integrated" in done.stdout and "adversarial_reviewer" in done.stdout
+    writer = demo_jobs(folder)["implementation_specialist"]
+    # the reviewer diffed the writer's own worktree against its base, and checked it applies
+    assert_reviewed_the_writers_patch(folder, f"git -C '{writer['cwd']}' diff --cached")
+    reviewer = demo_jobs(folder)["adversarial_reviewer"]
+    result = (Path(reviewer["events_path"]).parent / "result.md").read_text()
+    assert "Checking patch calc/ranges.py" in result and "+    return list(range(1, n + 1))" in result
 
 
 def test_demo_on_the_stand_in_runs_the_simpler_flow(tmp_path):
@@ -52,3 +77,4 @@ def test_demo_on_the_stand_in_runs_the_simpler_flow(tmp_path):
     done, folder = run_demo(tmp_path, str(standin))
     assert_fixed(done, folder)
     assert "Codex: stand-in" in done.stdout
+    assert_reviewed_the_writers_patch(folder, "+def count_up(n): return list(range(1, n + 1))")

@@ -338,3 +338,16 @@ def test_minimal_arguments_are_built_from_the_offered_tool_schema():
     assert json.loads(t.call().arguments) == {}
     steps = parse_script("mcp echo.echo minimal\ntool get_goal minimal")
     assert [(s.minimal_args, s.args) for s in steps] == [(True, {}), (True, {})]
+
+
+def test_a_goal_script_stopped_before_a_call_keeps_its_reason_after_blocking_the_goal():
+    t = Transcript(script("shell echo hi", 'shell echo {{step1.missing}}', "say never"))
+    t.goal_objective("Do the task")
+    t.call()
+    t.answer(exec_output("hi\n"))
+    goal = t.call()  # step 2 cannot resolve its placeholder, so the goal is blocked first
+    assert (goal.name, json.loads(goal.arguments)) == ("update_goal", {"status": "blocked"})
+    t.answer('{"goal": {"status": "blocked"}}')
+    message = t.message()
+    assert message.startswith("mmo-script stopped at step 2 (`shell echo {{step1.missing}}`)")
+    assert message.endswith("the result of step1 is not JSON, so it has no .missing")
