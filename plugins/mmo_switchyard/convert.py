@@ -36,36 +36,43 @@ def _media(kind: str, mime: str, data: Any, preserve: bool) -> dict[str, Any]:
     return {"type": "inputAudio", "audioUrl": f"data:{mime};base64,{data}"}
 
 
-def _resource(resource: Any, preserve: bool) -> dict[str, Any]:
+def _resource(resource: Any, preserve: bool) -> list[dict[str, Any]]:
+    """An embedded resource keeps its ``uri`` and ``mimeType``: a line naming them, then the
+    content (text as is, a picture or sound as media where the route preserves it)."""
     if not isinstance(resource, dict):
-        return text_item("[malformed embedded resource]")
+        return [text_item("[malformed embedded resource]")]
+    uri = str(resource.get("uri") or "")
     if isinstance(resource.get("text"), str):
-        return text_item(resource["text"])
+        mime = str(resource.get("mimeType") or "text/plain")
+        return [text_item(f"[resource {uri} ({mime})]\n{resource['text']}")]
     mime = str(resource.get("mimeType") or "application/octet-stream")
     if mime.startswith(("image/", "audio/")):
-        return _media(mime.split("/")[0], mime, resource.get("blob"), preserve)
-    return text_item(f"[binary resource {resource.get('uri', '')} ({mime}) omitted]")
+        return [text_item(f"[resource {uri} ({mime})]"),
+                _media(mime.split("/")[0], mime, resource.get("blob"), preserve)]
+    return [text_item(f"[binary resource {uri} ({mime}) omitted]")]
 
 
-def content_item(content: dict[str, Any], preserve_media: bool) -> dict[str, Any]:
-    """One MCP content block as one dynamic tool content item."""
+def content_items(content: dict[str, Any], preserve_media: bool) -> list[dict[str, Any]]:
+    """One MCP content block as dynamic tool content items (an embedded resource takes two)."""
     kind = content.get("type")
     if kind == "text":
-        return text_item(str(content.get("text", "")))
+        return [text_item(str(content.get("text", "")))]
     if kind in ("image", "audio"):
         default = "image/png" if kind == "image" else "audio/wav"
-        return _media(kind, str(content.get("mimeType") or default), content.get("data"),
-                      preserve_media)
+        return [_media(kind, str(content.get("mimeType") or default), content.get("data"),
+                       preserve_media)]
     if kind == "resource":
         return _resource(content.get("resource"), preserve_media)
     if kind == "resource_link":
-        return text_item(f"resource link: {content.get('name') or ''} <{content.get('uri', '')}>")
-    return text_item(f"[unsupported MCP content type {kind!r}]")
+        mime = f" ({content['mimeType']})" if content.get("mimeType") else ""
+        return [text_item(f"resource link: {content.get('name') or ''} "
+                          f"<{content.get('uri', '')}>{mime}")]
+    return [text_item(f"[unsupported MCP content type {kind!r}]")]
 
 
 def dynamic_output(result: McpToolResult, preserve_media: bool) -> dict[str, Any]:
     """``{"contentItems": [...], "success": bool}``; ``isError`` becomes ``success: false``."""
-    items = [content_item(c, preserve_media) for c in result.content]
+    items = [item for c in result.content for item in content_items(c, preserve_media)]
     if not items and result.structuredContent is not None:
         items.append(text_item(json.dumps(result.structuredContent, ensure_ascii=False)))
     if not items:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 FIXTURE_SERVER = Path(__file__).resolve().parents[3] / "fixtures" / "tool_mcp_server.py"
-FIXTURE_TOOLS = ["echo", "add", "image", "fail", "sleep", "crash", "getenv"]
+FIXTURE_TOOLS = ["echo", "add", "image", "fail", "sleep", "crash", "getenv", "document"]
 
 
 def requests_logged(tmp_path: Path, name: str = "fixture") -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def test_handshake_then_every_page_of_tools(stdio_server: Any, tmp_path: Path) -
         assert client.server_info == {"name": "fixture", "version": "1"}
         assert client.protocol_version == "2025-06-18"
     assert [t.name for t in tools] == ["echo", "add", "image", "fail", "sleep", "crash",
-                                       "getenv", "hidden"]
+                                       "getenv", "document", "hidden"]
     assert tools[0].inputSchema["properties"] == {"text": {"type": "string"}}
     methods = [m.get("method") for m in requests_logged(tmp_path)]
     assert methods[:2] == ["initialize", "notifications/initialized"]
@@ -74,10 +74,9 @@ def test_json_rpc_errors_carry_code_and_message(stdio_server: Any) -> None:
 def test_a_silent_call_times_out_is_cancelled_and_the_client_keeps_working(
         stdio_server: Any, tmp_path: Path) -> None:
     with connect(stdio_server(log=True)) as client:
-        started = time.monotonic()
+        # the tool would answer only after 120 s: the call ends at its own timeout instead
         with pytest.raises(McpTimeout, match="no answer within 0.3 s"):
-            client.call_tool("sleep", {"seconds": 5}, timeout=0.3)
-        assert time.monotonic() - started < 2
+            client.call_tool("sleep", {"seconds": 120}, timeout=0.3)
         assert client.call_tool("echo", {"text": "after"}).content[0]["text"] == "after"
     logged = requests_logged(tmp_path)
     cancelled = [m for m in logged if m.get("method") == "notifications/cancelled"]
@@ -88,10 +87,9 @@ def test_a_silent_call_times_out_is_cancelled_and_the_client_keeps_working(
 def test_server_death_fails_the_pending_call_and_every_later_one(stdio_server: Any) -> None:
     client = connect(stdio_server())
     try:
-        started = time.monotonic()
+        # noticed at EOF: a transport error naming the exit, not the timeout's McpTimeout
         with pytest.raises(McpTransportError, match="exited with status 3"):
             client.call_tool("crash", {}, timeout=30)
-        assert time.monotonic() - started < 5  # noticed at EOF, not at the timeout
         with pytest.raises(McpTransportError, match="exited with status 3"):
             client.call_tool("echo", {"text": "x"})
     finally:
@@ -150,7 +148,7 @@ def test_streamable_http_with_a_bearer_token(http_server: Any, answer: str) -> N
         echoed = client.call_tool("echo", {"text": f"over {answer}"})
         with pytest.raises(McpRpcError, match="-32602"):
             client.call_tool("nope", {})
-    assert names[:3] == ["echo", "add", "image"] and len(names) == 8
+    assert names[:3] == ["echo", "add", "image"] and len(names) == 9
     assert echoed.content[0]["text"] == f"over {answer}"
 
 

@@ -123,6 +123,21 @@ def test_images_are_data_urls_only_where_the_route_preserves_tool_media(
         assert picture == {"type": "inputText", "text": omitted}
 
 
+@pytest.mark.parametrize("preserve", [True, False])
+def test_embedded_resources_keep_their_uri_and_mime_type(stdio_server: Any,
+                                                         preserve: bool) -> None:
+    with SwitchyardBridge(preserve_tool_media=preserve) as bridge:
+        bridge.dynamic_tools({"fixture": stdio_server()}, {"fixture": opt()})
+        answer = call(bridge, "mmo_mcp__fixture__document", {})
+    text, label, picture = answer["contentItems"]
+    assert text == {"type": "inputText",
+                    "text": "[resource file:///notes/plan.md (text/markdown)]\n# Plan"}
+    assert label == {"type": "inputText", "text": "[resource file:///pictures/dot.png (image/png)]"}
+    assert picture["type"] == ("inputImage" if preserve else "inputText")
+    if preserve:
+        assert picture["imageUrl"].startswith("data:image/png;base64,")
+
+
 def test_a_dead_server_fails_the_call_and_is_restarted_on_the_next(
         stdio_server: Any, tmp_path: Path) -> None:
     with SwitchyardBridge() as bridge:
