@@ -21,8 +21,8 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from mmo_kernel.gateway.errors import GatewayError, error_body
-from mmo_kernel.gateway.upstream import Target, map_upstream_status, post_target, tls_context
 from mmo_kernel.gateway.upstream_proxy import uses_proxy
+from mmo_kernel.gateway.upstream_target import Target, map_upstream_status, post_target, tls_context
 from mmo_kernel.gateway.upstream_wire import BodyDecoder, UpstreamProtocolError, Wire, read_head
 
 MAX_IDLE_PER_HOST = 32

@@ -30,7 +30,7 @@ from typing import Any
 import httpx2
 
 from mmo_kernel.gateway.errors import GatewayError, error_body
-from mmo_kernel.gateway.upstream import Target, map_upstream_status, tls_context
+from mmo_kernel.gateway.upstream_target import Target, map_upstream_status, tls_context
 
 MAX_ERROR_BODY = 1024 * 1024
 _async_clients: weakref.WeakKeyDictionary[
