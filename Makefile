@@ -9,7 +9,7 @@ VENV := .venv
 CODEX_VERSION := 0.169.0
 STAMP := $(VENV)/.mmo-installed
 
-.PHONY: demo test setup lint type bench
+.PHONY: demo test setup lint type bench mutate
 
 setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION)
 	@git config --global user.name >/dev/null || git config --global user.name "MMO Developer"
@@ -42,3 +42,8 @@ type: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run.py
+
+# Mutation testing of the safety modules ([tool.mutmut] in pyproject.toml); not part of CI.
+mutate: setup
+	$(VENV)/bin/python -m pip install --quiet -e '.[mutate]'
+	$(VENV)/bin/python tools/mutate.py

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import psutil
+from _bench import machine_line, summary
 
 EVENTS = 12
 FRAME = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
@@ -205,6 +206,11 @@ def report(args: argparse.Namespace, rounds: list[dict[str, float]]) -> None:
                   f"{med[key + '_ratio']:7.2f}")
     met = med["total_p50_added"] <= 1.0 and med["total_p99_added"] <= 5.0
     print(f"targets (added p50 <= 1 ms, p99 <= 5 ms): {'met' if met else 'NOT met'}")
+    summary("gateway", "added_total_p50_ms", med["total_p50_added"], "<=1",
+            med["total_p50_added"] <= 1.0)
+    summary("gateway", "added_total_p99_ms", med["total_p99_added"], "<=5",
+            med["total_p99_added"] <= 5.0)
+    summary("gateway", "throughput16_x_direct", med["ratio"])
 
 
 # ----------------------------------------------------------------- main ---
@@ -235,11 +241,15 @@ def main() -> int:
                         help="pad the request's input to this many KiB (Codex sends history)")
     parser.add_argument("--fast-only", action="store_true",
                         help="skip the side-by-side httpx2 (proxied path) gateway")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
         run_upstream(args.upstream)
         return 0
+    if args.quick:
+        args.requests, args.repeat, args.concurrency = 20, 1, 2
+    print(machine_line(), flush=True)
     work = Path(tempfile.mkdtemp(prefix="mmo-gw-bench-"))
     env = {**os.environ, "MMO_STATE_DIR": str(work / "state"), "MMO_CONFIG_DIR": str(work / "cfg"),
            "BENCH_KEY": "sk-bench-0123456789"}

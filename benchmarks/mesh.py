@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _bench import machine_line, summary
+
 from mmo_kernel import package_version
 from mmo_kernel.mesh.capabilities import write_capabilities
 from mmo_kernel.mesh.tokens import mint_token
@@ -168,7 +170,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.calls = 2, 5
+    print(machine_line(), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         env, job_id = _layout(Path(tmp))
         bare = statistics.median(bare_start(args.runs))
@@ -186,6 +192,9 @@ def main() -> int:
         f"target p50 <= 20 ms: {'ok' if p50 <= 0.02 else 'MISSED'}"
     )
     print(f"status reply sample: {sample}")
+    summary("mesh", "cold_start_ms", cold * 1000, "<=250", cold <= 0.25)
+    summary("mesh", "cold_start_x_python", cold / bare)
+    summary("mesh", "agent_status_p50_ms", p50 * 1000, "<=20", p50 <= 0.02)
     return 0
 
 

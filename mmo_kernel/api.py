@@ -18,6 +18,7 @@ from mmo_kernel.jobs.fork import fork_job
 from mmo_kernel.jobs.listing import list_jobs, load_job
 from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
 from mmo_kernel.jobs.results import accept_result, read_result, reject_result
+from mmo_kernel.jobs.session_end import finish_session
 from mmo_kernel.jobs.spawn import spawn_job, spawn_jobs, spawn_request
 from mmo_kernel.jobs.traces import read_agent_trace_record, read_trace
 from mmo_kernel.jobs.waiting import wait_for_jobs
@@ -59,7 +60,6 @@ from mmo_kernel.sessions.env import session_environment
 from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
 from mmo_kernel.sessions.retention import clean_state as _clean_state
 from mmo_kernel.sessions.state import (
-    finish_session,
     mark_session_running,
     taint_session,
     update_session,

@@ -8,6 +8,8 @@ carrying the details a user needs to fix the problem.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -87,3 +89,31 @@ class StateError(RuntimeError):
 
 class RecordError(ValueError):
     """A persisted document failed strict validation."""
+
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+"""The disk, not the caller, is at fault: no space, quota exceeded, I/O error."""
+
+
+class StorageError(OSError):
+    """Writing a file failed for lack of space or an I/O error.
+
+    Still an ``OSError`` (with the original ``errno``), so code that handles a
+    failed write keeps working; its text is the one line a user needs:
+    ``cannot write <path>: no space left on device``.
+    """
+
+    def __init__(self, operation: str, path: object, code: int) -> None:
+        reason = os.strerror(code)
+        super().__init__(code, reason, str(path))
+        self.message = f"cannot {operation} {path}: {reason[:1].lower()}{reason[1:]}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def wrap(cls, exc: OSError, operation: str, path: object) -> OSError:
+        """``exc`` as a ``StorageError`` when the disk is at fault, else ``exc`` itself."""
+        if isinstance(exc, StorageError) or exc.errno not in STORAGE_ERRNOS:
+            return exc
+        return cls(operation, path, exc.errno)

@@ -13,7 +13,9 @@ write one; a third-party host may rely on every name in ``__all__``:
   the files beside the record; ``JOB_HOST_FIELDS`` are the host identity fields a host
   clears when it retires on purpose (pause, stop); ``TERMINAL_JOB_STATUSES`` end a job.
 - **Session records** (spec 03): ``read_session_record``, ``update_session`` and
-  ``transition_session`` (``REMOVE`` deletes a field); ``session_file``;
+  ``transition_session`` (``REMOVE`` deletes a field; a terminal status first stops the
+  session's jobs that have no live host and can never be continued, naming them in
+  ``stopped_jobs``: ``mmo_kernel.jobs.session_end``); ``session_file``;
   ``ROOT_HOST_FIELDS`` as above for a root host; ``TERMINAL_SESSION_STATUSES``.
 - **Audit**: ``audit_event`` appends one event to a session's audit log under its run;
   ``append_jsonl`` appends to any JSONL log (an event log, say).
@@ -30,7 +32,11 @@ write one; a third-party host may rely on every name in ``__all__``:
   never torn), ``is_exact_int``, ``utc_now`` / ``utc_timestamp``, and process identity:
   ``spawn_detached`` (own process group, returns ``(pid, start_token)``),
   ``process_start_token`` / ``process_matches`` (a pid is only "ours" with its start
-  token), ``terminate_process_groups`` and ``kill_processes``.
+  token), ``terminate_process_groups`` and ``kill_processes``; ``pump_redacted`` copies
+  a child's output pipe to a log with every known credential value redacted.
+- **Orphan watch**: ``watch_orphaned`` (paths, record, groups, files), started once by a
+  host, retires its agent server and ends the host when its session (or job) record is
+  gone, e.g. because its state dir was deleted.
 
 Records are plain dicts that omit unset fields; write them only through the functions
 here, which validate and lock. Everything else in the kernel may change without notice.
@@ -41,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mmo_kernel.hosts.liveness import watch_orphaned
 from mmo_kernel.jobs.deferral import (
     defer_root_completion,
     end_root_completion_deferral,
@@ -54,6 +61,7 @@ from mmo_kernel.jobs.records import (
     transition_job,
     update_job,
 )
+from mmo_kernel.jobs.session_end import end_session as transition_session
 from mmo_kernel.jobs.workspace import capture_job_patch
 from mmo_kernel.profiles.snapshots import load_snapshot, snapshot_profile
 from mmo_kernel.sessions.env import root_environment, session_environment
@@ -66,7 +74,6 @@ from mmo_kernel.sessions.records import (
     utc_now,
 )
 from mmo_kernel.sessions.state import HOST_FIELDS, REMOVE, update_session
-from mmo_kernel.sessions.state import transition as transition_session
 from mmo_kernel.state.audit import append_audit, append_jsonl, utc_timestamp
 from mmo_kernel.state.files import atomic_write_json, atomic_write_text
 from mmo_kernel.state.processes import (
@@ -77,6 +84,7 @@ from mmo_kernel.state.processes import (
     terminate_process_groups,
 )
 from mmo_kernel.state.records import is_exact_int
+from mmo_kernel.state.redaction import pump_redacted
 
 JOB_HOST_FIELDS: tuple[str, ...] = HOST_IDENTITY_FIELDS
 """A job's host identity (runner, agent server, control socket, active turn)."""
@@ -96,8 +104,10 @@ __all__ = [
     "TERMINAL_SESSION_STATUSES", "append_jsonl", "atomic_write_json", "atomic_write_text",
     "audit_event", "capture_job_patch", "defer_root_completion", "end_root_completion_deferral",
     "is_exact_int", "job_file", "kill_processes", "load_snapshot", "process_matches",
-    "process_start_token", "read_job_record", "read_session_record", "root_environment",
+    "process_start_token", "pump_redacted", "read_job_record", "read_session_record",
+    "root_environment",
     "session_environment", "session_file", "snapshot_catalog", "snapshot_profile",
     "spawn_detached", "terminate_process_groups", "transition_job", "transition_session",
     "update_job", "update_session", "utc_now", "utc_timestamp", "wait_for_recoverable_jobs",
+    "watch_orphaned",
 ]

@@ -23,8 +23,8 @@ refuses everything else (`invalid MCP caller capability`). See docs/mcp.md.
 """
 
 COMMAND_MODULES = (
-    "plugins_cmd", "jobs_cmd", "sessions_cmd", "profiles_cmd", "catalog_cmd", "gateway_cmd",
-    "maintenance_cmd", "settings_cmd", "demo_cmd", "doctor_cmd",
+    "plugins_cmd", "jobs_cmd", "sessions_cmd", "follow_cmd", "profiles_cmd", "catalog_cmd",
+    "gateway_cmd", "maintenance_cmd", "settings_cmd", "demo_cmd", "doctor_cmd",
 )
 
 
@@ -80,8 +80,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         else:
-            print(f"mmo: error: {exc}", file=sys.stderr)
+            print(f"mmo: error: {_explained(str(exc))}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+PLAIN_WORDS = (
+    ("terminal immutable session", "a finished session cannot be changed; start a new one "
+                                   "with `mmo run`"),
+)
+"""Spec phrases kept verbatim in errors (scripts match them), each followed once by what it
+means for the person reading it."""
+
+
+def _explained(message: str) -> str:
+    for phrase, meaning in PLAIN_WORDS:
+        if phrase in message and meaning not in message:
+            message = f"{message} ({meaning})"
+    return message
 
 
 def _silence_stdout() -> None:

@@ -3,7 +3,8 @@
 Each check returns ``ok``, ``warn`` (a run can start, something may bite
 later) or ``fail`` (a run would be refused or break); ``mmo doctor`` exits 1
 when any check fails. Nothing is started or changed (a probe file is created
-and removed in the state and config dirs when they exist).
+and removed in the state and config dirs when they exist), except that
+``--reindex`` rebuilds the listing index from the records.
 """
 
 from __future__ import annotations
@@ -190,11 +191,30 @@ def _run(check: Callable[[], Check]) -> Check:
         return Check(name=name, status="fail", detail=str(exc))
 
 
+def reindex() -> tuple[Check, dict[str, int] | None]:
+    """``--reindex``: rebuild the listing index from the records (the one change doctor makes)."""
+    from mmo_kernel.jobs.indexed import rebuild_index
+
+    try:
+        counts = rebuild_index()
+    except Exception as exc:  # noqa: BLE001 - reported as the index check's failure
+        return Check(name="index", status="fail", detail=f"cannot rebuild: {exc}"), None
+    detail = (f"rebuilt from {counts['sessions']} session and {counts['jobs']} job records"
+              + (f"; {counts['unreadable']} unreadable (listed as such)"
+                 if counts["unreadable"] else ""))
+    return Check(name="index", status="warn" if counts["unreadable"] else "ok",
+                 detail=detail), counts
+
+
 def run_doctor(args: argparse.Namespace) -> int:
+    rebuilt, counts = reindex() if args.reindex else (None, None)
     checks = [_run(check) for check in CHECKS]
+    if rebuilt is not None:
+        checks.insert(0, rebuilt)
     failed = any(c.status == "fail" for c in checks)
     if args.json:
-        print_json({"ok": not failed, "checks": [c.model_dump() for c in checks]})
+        print_json({"ok": not failed, "checks": [c.model_dump() for c in checks],
+                    **({"reindex": counts} if args.reindex else {})})
     else:
         table(("check", "status", "detail"), [(c.name, c.status, c.detail) for c in checks])
     return 1 if failed else 0
@@ -206,8 +226,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Check what a run needs: the Codex CLI (found, version, pinned or not), git and "
         "its identity, the sandbox the platform needs, writable state and config dirs, "
         "a free gateway port, a valid catalog and which routes have credentials. One "
-        "line per check: ok, warn or fail; exits 1 when a check fails."),
-        epilog="examples:\n  mmo doctor\n  mmo doctor --json")
+        "line per check: ok, warn or fail; exits 1 when a check fails. --reindex also "
+        "rebuilds the listing index from the records."),
+        epilog="examples:\n  mmo doctor\n  mmo doctor --json\n  mmo doctor --reindex")
+    doctor.add_argument("--reindex", action="store_true",
+                        help="rebuild the listing index (<state>/index.sqlite3) from the "
+                             "session and job records first, and report the counts")
     json_flag(doctor)
     doctor.set_defaults(func=run_doctor)
 

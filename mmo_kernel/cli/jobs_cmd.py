@@ -11,10 +11,12 @@ import json
 import sys
 from typing import Any
 
-from mmo_kernel.cli.output import RAW, ago, print_json, short, table
+from mmo_kernel.cli.output import RAW, ago, print_json, short, table, unreadable_note
 from mmo_kernel.cli.output import json_flag as _json
+from mmo_kernel.cli.paging import add_filters
 from mmo_kernel.hosts.control_actions import JOB_CONTROL_ACTIONS
 from mmo_kernel.jobs.records import JOB_STATUSES
+from mmo_kernel.state.records import is_unreadable
 
 SHOW_FIELDS = ("job_id", "session_id", "agent", "status", "mode", "task_kind", "write_scope",
                "caller_agent", "caller_job_id", "depth", "execution_mode", "result_kind",
@@ -42,44 +44,39 @@ def _as_root(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
 # ---------------------------------------------------------------- handlers --
 
 
-def _profiles(jobs: list[dict[str, Any]]) -> dict[str, str | None]:
-    """``{job id: profile id}``: the job's own record, else its session's (None when gone)."""
-    from mmo_kernel.sessions.records import read_session_record
-
-    sessions: dict[str, str | None] = {}
-    out = {}
-    for job in jobs:
-        sid = job["session_id"]
-        if not job.get("profile_id") and sid not in sessions:
-            try:
-                sessions[sid] = read_session_record(sid)["profile_id"]
-            except (FileNotFoundError, ValueError, RuntimeError):
-                sessions[sid] = None
-        out[job["job_id"]] = job.get("profile_id") or sessions[sid]
-    return out
-
-
 def run_list(args: argparse.Namespace) -> int:
+    from mmo_kernel.cli.paging import cut, more_note, page_size
     from mmo_kernel.jobs.ids import short_job_ids
     from mmo_kernel.jobs.listing import list_jobs
     from mmo_kernel.jobs.records import public_job
     from mmo_kernel.sessions.ids import resolve_session_id
 
     session = None if args.session is None else resolve_session_id(args.session)
-    jobs = [public_job(r) for r in list_jobs(session)
-            if not args.status or r["status"] in args.status]
-    if args.profile is not None:
-        profiles = _profiles(jobs)
-        jobs = [j for j in jobs if profiles[j["job_id"]] == args.profile]
+    size = page_size(args)
+    # served from the listing index; a record that cannot be read is a row of its own,
+    # which no filter and no page hides
+    rows = list_jobs(session, include_unreadable=True, status=args.status, agent=args.agent,
+                     profile=args.profile, since=args.since,
+                     limit=None if size is None else size + 1)
+    rows, more = cut(rows, size, is_unreadable)
+    jobs = [r if is_unreadable(r) else public_job(r) for r in rows]
     if args.json:
-        print_json({"jobs": jobs})
+        print_json({"jobs": jobs, "has_more": more})
         return 0
     shorts = short_job_ids(j["job_id"] for j in jobs)
     table(("job", "agent", "status", "result", "rev", "created", "task"),
-          [(shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
-            j.get("control_revision", ""), ago(j.get("created_at")),
-            short(j.get("task_kind") or j.get("task"))) for j in jobs])
+          [_job_row(j, shorts[j["job_id"]]) for j in jobs])
+    if more:
+        more_note("jobs", size)
     return 0
+
+
+def _job_row(job: dict[str, Any], short_id: str) -> tuple[Any, ...]:
+    if is_unreadable(job):
+        return (short_id, unreadable_note(job))
+    return (short_id, job["agent"], job["status"], job.get("result_state") or "",
+            job.get("control_revision", ""), ago(job.get("created_at")),
+            short(job.get("task_kind") or job.get("task")))
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -230,16 +227,19 @@ def _reason(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list worker jobs", description=(
-        "List worker jobs, newest first, with status, result state and control revision. "
-        "The JOB column shows short ids (the shortest unique prefix); --json keeps full ids."))
+        "List worker jobs, newest first, with status, result state and control revision: "
+        "the newest 50 unless --limit N or --all. The JOB column shows short ids (the "
+        "shortest unique prefix); --json keeps full ids."))
     jobs.add_argument("--session", metavar="ID",
                       help="only the jobs of this session (an id or a unique prefix)")
     jobs.add_argument("--status", action="append", choices=JOB_STATUSES, metavar="STATUS",
                       help="only jobs in STATUS (repeatable; one of: "
                            + ", ".join(JOB_STATUSES) + ")")
     jobs.add_argument("--profile", metavar="PROFILE",
-                      help="only jobs of sessions of this profile id")
-    _json(jobs)
+                      help="only jobs of this profile id (the job's, else its session's)")
+    add_filters(jobs, "jobs", "only jobs of this agent (role)")
+    jobs.add_argument("--all", action="store_true", help="every job (no page limit)")
+    _json(jobs, "print {\"jobs\": [...], \"has_more\": bool} as JSON")
     jobs.set_defaults(func=run_list)
 
     job = sub.add_parser("job", help="inspect, read, control and review one job", description=(

@@ -24,17 +24,28 @@ def print_json(data: Any, stream: TextIO = sys.stdout) -> None:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
           stream: TextIO = sys.stdout) -> None:
-    """Left-aligned columns separated by two spaces; an empty table says so."""
+    """Left-aligned columns separated by two spaces; an empty table says so.
+
+    A row shorter than the headers ends in a note that spans the remaining
+    columns (``unreadable: <reason>``) without widening them.
+    """
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]
     if not cells:
         stream.write("(none)\n")
         return
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    measured = [r if len(r) >= len(headers) else r[:-1] for r in cells]  # notes span
+    widths = [max([len(h), *(len(r[i]) for r in measured if i < len(r))])
+              for i, h in enumerate(headers)]
     line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
     stream.write(bold(line, stream) + "\n")
     for row in cells:
-        text = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+        text = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False))
         stream.write(text.rstrip() + "\n")
+
+
+def unreadable_note(row: dict[str, Any]) -> str:
+    """The listing cell of a record that cannot be read: ``unreadable: <reason>``."""
+    return f"unreadable: {row.get('error')}"
 
 
 def ago(stamp: Any) -> str:

@@ -7,12 +7,28 @@ A run's live view goes to stderr and its result to stdout, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from mmo_kernel.cli.output import RAW, ago, duration, fields, print_json, short, table, tokens
+from mmo_kernel.cli.output import (
+    RAW,
+    ago,
+    duration,
+    fields,
+    print_json,
+    short,
+    table,
+    tokens,
+    unreadable_note,
+)
 from mmo_kernel.cli.output import json_flag as _json
+from mmo_kernel.cli.paging import add_filters
+from mmo_kernel.state.records import is_unreadable
 
 OFFLINE_BINDINGS = {"*": "local_scripted"}
 EXIT_DETACHED = 124
@@ -70,12 +86,18 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         jobs = ", ".join(session.get("root_completion_deferred_jobs") or [])
         print(f"the root finished; its completion waits for running workers ({jobs}). "
               f"Follow it with `mmo session show {sid}`.", file=sys.stderr)
+    if session.get("stopped_jobs"):
+        print(f"stopped in place when the session ended (no running host, could no longer be "
+              f"continued): {', '.join(session['stopped_jobs'])}; their partial results are "
+              f"kept (`mmo job show ID`)", file=sys.stderr)
     for request in outcome.get("pending_requests") or []:
         print(f"awaiting operator input: {short(request, 100)} "
               f"(answer with `mmo continue {sid} --input TEXT`)", file=sys.stderr)
     problem = session.get("error") or (session.get("failure") or {}).get("message")
     if problem and outcome["exit_code"] != 0:
-        print(f"error: {problem}", file=sys.stderr)
+        hint = (f"; the work is kept: resume it with `mmo continue {sid}`"
+                if session.get("status") == "suspended" else "")
+        print(f"error: {problem}{hint}", file=sys.stderr)
 
 
 # ------------------------------------------------------- interactive --
@@ -115,22 +137,43 @@ def _root_turn(record: dict[str, Any]) -> str:
     return record.get("active_root_turn_id") or record.get("root_last_turn_id") or ""
 
 
+def _listed(record: dict[str, Any], args: argparse.Namespace) -> bool:
+    """Filters never hide a record that cannot be read: its status and profile are unknown."""
+    return is_unreadable(record) or (
+        (not args.status or record["status"] in args.status)
+        and (args.profile is None or record["profile_id"] == args.profile))
+
+
+def _session_row(record: dict[str, Any], short_id: str) -> tuple[Any, ...]:
+    if is_unreadable(record):
+        return (short_id, unreadable_note(record))
+    return (short_id, record["profile_id"], record["status"], ago(record.get("created_at")),
+            _root_turn(record), tokens(record.get("root_usage")))
+
+
 def run_sessions(args: argparse.Namespace) -> int:
+    from mmo_kernel.cli.paging import cut, more_note, page_size
     from mmo_kernel.lifecycle.views import iter_sessions, public_session
     from mmo_kernel.sessions.ids import short_session_ids
 
-    records = iter_sessions(all_sessions=args.all or bool(args.status))
-    records = [r for r in records if (not args.status or r["status"] in args.status)
-               and (args.profile is None or r["profile_id"] == args.profile)]
+    size = page_size(args)
+    # served from the listing index; filters and the page never hide an unreadable row
+    records = iter_sessions(all_sessions=args.all or bool(args.status), include_unreadable=True,
+                            status=args.status, agent=args.agent, profile=args.profile,
+                            since=args.since, limit=None if size is None else size + 1)
+    records = [r for r in records if _listed(r, args)]
+    records, more = cut(records, size, is_unreadable)
     if args.json:
-        print_json({"sessions": [public_session(r) for r in records]})
+        print_json({"sessions": [r if is_unreadable(r) else public_session(r)
+                                 for r in records], "has_more": more})
         return 0
     shorts = short_session_ids(r["session_id"] for r in records)
     table(("session", "profile", "status", "age", "root turn", "tokens"),
-          [(shorts[r["session_id"]], r["profile_id"], r["status"], ago(r.get("created_at")),
-            _root_turn(r), tokens(r.get("root_usage"))) for r in records])
+          [_session_row(r, shorts[r["session_id"]]) for r in records])
     if not args.all and not args.status:
         print("(active sessions only; --all includes finished ones)", file=sys.stderr)
+    if more:
+        more_note("sessions", size)
     return 0
 
 
@@ -176,7 +219,8 @@ def run_show(args: argparse.Namespace) -> int:
 
     args.session_id = _session_arg(args.session_id)
     record = public_session(load_session(args.session_id))
-    jobs = [public_job(j) for j in list_jobs(args.session_id)]
+    jobs = [j if is_unreadable(j) else public_job(j)
+            for j in list_jobs(args.session_id, include_unreadable=True)]
     if args.json:
         print_json({"session": record, "jobs": jobs})
         return 0
@@ -188,7 +232,8 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"\njobs ({len(jobs)})")
     shorts = short_job_ids(j["job_id"] for j in jobs)
     table(("job", "agent", "status", "result", "elapsed", "tokens", "task"),
-          [(shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
+          [(shorts[j["job_id"]], unreadable_note(j)) if is_unreadable(j) else
+           (shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
             ago(j.get("created_at")), tokens(j.get("usage")),
             short(j.get("task_kind") or j.get("task"), 40)) for j in jobs])
     return 0
@@ -207,7 +252,9 @@ def run_control(args: argparse.Namespace) -> int:
     elif action == "stop":
         if args.grace < 0:
             raise ValueError("--grace must not be negative")
-        out = lifecycle.stop_session(sid, grace_seconds=args.grace)
+        with _progress(f"stopping session {sid}: the root and its workers finalize "
+                       f"(up to {args.grace:g} s, then they are retired)"):
+            out = lifecycle.stop_session(sid, grace_seconds=args.grace)
     else:
         out = {"pause": lifecycle.pause_session, "compact": lifecycle.compact_session,
                "detach": lifecycle.detach_session, "cancel": lifecycle.cancel_session}[action](sid)
@@ -215,6 +262,9 @@ def run_control(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     print(f"session {sid}: {out['session']['status']}")
+    if action == "compact" and not out.get("message"):
+        print(f"compacted the root thread; the session stays paused (`mmo continue {sid}` "
+              "resumes it)")
     for key, label in (("affected_jobs", "paused jobs"), ("resumed_jobs", "resumed jobs"),
                        ("cancelled_jobs", "cancelled jobs")):
         if out.get(key):
@@ -227,6 +277,30 @@ def run_control(args: argparse.Namespace) -> int:
     if out.get("message"):
         print(out["message"])
     return 0
+
+
+@contextlib.contextmanager
+def _progress(what: str, first: float = 1.0, every: float = 5.0) -> Iterator[None]:
+    """Say on stderr what a blocking control waits for, once it has waited ``first``
+    seconds (a refusal stays one line), then how long, every ``every`` seconds."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        if done.wait(first):
+            return
+        print(f"{what} ...", file=sys.stderr, flush=True)
+        while not done.wait(every):
+            print(f"  still waiting ({duration(time.monotonic() - started)})", file=sys.stderr,
+                  flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
 
 
 # ------------------------------------------------------------ parsers --
@@ -297,18 +371,20 @@ def _add_reading(sub: argparse._SubParsersAction) -> None:
 
     sessions = sub.add_parser("sessions", help="list sessions", formatter_class=RAW,
                               description=(
-        "List sessions, newest first (active ones unless --all or --status). The SESSION "
-        "column shows short ids: the shortest unique prefix (see `mmo session show`); "
-        "--json keeps full ids."),
+        "List sessions, newest first (active ones unless --all or --status), the newest 50 "
+        "unless --limit N or --all. The SESSION column shows short ids: the shortest unique "
+        "prefix (see `mmo session show`); --json keeps full ids."),
                               epilog="examples:\n  mmo sessions\n  mmo sessions --all --json\n"
                                      "  mmo sessions --status failed --profile my-team")
-    sessions.add_argument("--all", action="store_true", help="include finished sessions")
+    sessions.add_argument("--all", action="store_true",
+                          help="every session: finished ones included, no page limit")
     sessions.add_argument("--status", action="append", choices=get_args(SessionStatus),
                           metavar="STATUS", help="only sessions in STATUS, finished ones "
                           "included (repeatable; one of: " + ", ".join(get_args(SessionStatus))
                           + ")")
     sessions.add_argument("--profile", metavar="PROFILE", help="only sessions of this profile id")
-    _json(sessions)
+    add_filters(sessions, "sessions", "only sessions whose root is this agent")
+    _json(sessions, "print {\"sessions\": [...], \"has_more\": bool} as JSON")
     sessions.set_defaults(func=run_sessions)
 
     session = sub.add_parser("session", help="inspect one session", description=(
@@ -323,6 +399,9 @@ def _add_reading(sub: argparse._SubParsersAction) -> None:
     show.add_argument("session_id", metavar="ID", help=SESSION_ID_HELP)
     _json(show, "print {\"session\": record, \"jobs\": [...]} as JSON")
     show.set_defaults(func=run_show)
+    from mmo_kernel.cli.follow_cmd import add_session_result
+
+    add_session_result(commands)
 
 
 CONTROLS = {

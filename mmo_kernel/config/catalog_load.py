@@ -35,7 +35,7 @@ from mmo_kernel.config.toml_input import (
 from mmo_kernel.errors import UnknownDriverError
 from mmo_kernel.plugin.drivers import RouteDriver
 from mmo_kernel.plugin.manager import route_driver
-from mmo_kernel.state import paths
+from mmo_kernel.state import paths, redaction
 
 BUILTIN_CATALOG = "catalog_builtin.toml"
 FRAGMENT_DIR = "catalog.d"
@@ -239,6 +239,10 @@ def _reason(problems: list[str]) -> str:
 
 
 def _catalog(merge: _Merge, disabled: dict[str, str], problems: list[str]) -> Catalog:
+    # the values of every credential the catalog names are redacted from MMO's files
+    redaction.register_names(name for route in merge.routes.values()
+                             for name in (route.credential_env, *route.env_http_headers.values())
+                             if name)
     return Catalog(routes=dict(merge.routes), models=dict(merge.models),
                    sources=dict(merge.sources), disabled=disabled, problems=tuple(problems))
 

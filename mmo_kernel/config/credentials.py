@@ -3,6 +3,10 @@
 A non-empty process environment variable wins; an empty or unset one falls
 back to the file. Errors name the file, the line number and the variable
 name, never a value: a secret must not end up in a log or a traceback.
+
+Every value this module reads (the whole file, and what it resolves from the
+environment) is registered with the state layer's redactor, so no file MMO
+writes ever holds one (``mmo_kernel.state.redaction``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from mmo_kernel.state import redaction
 from mmo_kernel.state.files import atomic_write_text
 from mmo_kernel.state.paths import credentials_path, ensure_private_dir
 
@@ -128,18 +133,60 @@ def credential_values(names: Iterable[str],
     for name in wanted:
         if not valid_env_name(name):
             raise ValueError(f"invalid credential name {name!r}")
+    redaction.register_names(wanted)
     found = {name: env[name] for name in wanted if env.get(name)}
     if len(found) < len(wanted):
         from_file = parse_credentials()
         for name in wanted:
             if name not in found and from_file.get(name):
                 found[name] = from_file[name]
+    redaction.register_values(found)
     return {name: check_credential_value(name, value) for name, value in found.items()}
 
 
 def credential_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """One credential (environment if non-empty, else ``credentials.env``), or ``None``."""
     return credential_values([name], environ).get(name)
+
+
+_file_values: dict[tuple[str, int, int, int], dict[str, str]] = {}
+
+
+def _values_for_redaction() -> dict[str, str]:
+    """Every value in ``credentials.env``, for the redactor: read leniently (a malformed
+    or duplicate line is skipped, permissions are not checked: nothing is used, only
+    hidden) and again only when the file's path, inode, size or mtime change."""
+    path = credentials_path()
+    try:
+        info = path.stat()
+    except OSError:
+        return {}
+    key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _file_values.get(key)
+    if cached is None:
+        cached = {}
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for number, line in enumerate(text.split("\n"), start=1):
+            try:
+                parsed = _parse_line(line.removesuffix("\r"), path, number)
+            except ValueError:
+                continue
+            if parsed is not None and parsed[1]:
+                cached.setdefault(*parsed)
+        _file_values.clear()
+        _file_values[key] = cached
+    return cached
+
+
+redaction.register_source(_values_for_redaction)
+
+
+def credential_file_names() -> set[str]:
+    """The names ``credentials.env`` sets (read leniently; never raises)."""
+    return set(_values_for_redaction())
 
 
 def ensure_credentials_file() -> Path:

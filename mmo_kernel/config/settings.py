@@ -50,6 +50,11 @@ class Settings(BaseModel):
     gateway_port: int = Field(
         default=0, ge=0, le=65535, description="Gateway port; 0 picks a free one."
     )
+    gateway_idle_exit_seconds: int = Field(
+        default=600, ge=0,
+        description="The gateway exits after this many seconds without a request and without "
+        "a live session (one whose host runs); the next session starts it again. 0: never.",
+    )
     app_server_lifecycle_timeout_seconds: int = Field(
         default=1200, gt=0,
         description="Longest wait, in seconds, for one app-server lifecycle step.",

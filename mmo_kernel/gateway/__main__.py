@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from mmo_kernel.gateway.process import new_record, read_record, record_path
+from mmo_kernel.gateway.process import lifetime_checks, new_record, read_record, record_path
 from mmo_kernel.gateway.request_log import gateway_dir
 from mmo_kernel.gateway.server import GatewayServer
 from mmo_kernel.state.files import atomic_write_json
@@ -43,12 +43,14 @@ async def _serve(host: str, port: int, prefer_port: int | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     serving = asyncio.create_task(server.serve_forever())
+    watching = asyncio.create_task(server.watch_lifetime(stop, **lifetime_checks(os.getpid())))
     await stop.wait()
+    watching.cancel()
     serving.cancel()
     server.close()
     record = read_record()
-    if record is not None and record.get("pid") == os.getpid():
-        record_path().unlink(missing_ok=True)
+    if server.exit_reason is None and record is not None and record.get("pid") == os.getpid():
+        record_path().unlink(missing_ok=True)  # stopped; an idle exit keeps it for the port
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ One compact JSON line per request, written whole with a single ``write`` on
 an ``O_APPEND`` descriptor so concurrent requests never interleave. Records
 hold ids, numbers and provider routing metadata only: never a header, a
 body, or a credential (secrets are also scrubbed from any text field by
-value, as a second line of defence).
+value, as a second line of defence: the request's own credential and header
+values, then every credential MMO knows, ``mmo_kernel.state.redaction``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel.state.paths import ensure_private_dir, state_dir
+from mmo_kernel.state.redaction import redact_value
 
 LOG_NAME = "requests.jsonl"
 MAX_TEXT = 500
@@ -62,7 +64,7 @@ class RequestLog:
         return self._fd
 
     def write(self, record: Mapping[str, Any], secrets: Iterable[str] = ()) -> None:
-        clean = _scrub(dict(record), tuple(s for s in secrets if s and len(s) >= 4))
+        clean = _scrub(redact_value(dict(record)), tuple(s for s in secrets if s and len(s) >= 4))
         line = (json.dumps(clean, separators=(",", ":"), sort_keys=True) + "\n").encode()
         with self._lock:
             os.write(self._descriptor(), line)

@@ -41,6 +41,11 @@ class GatewayServer:
         self._pool = ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="mmo-gw")
         self._server: asyncio.base_events.Server | None = None
         self.started_at = time.time()
+        self.in_flight = 0
+        """Requests being answered now (touched on the loop thread only)."""
+        self.last_activity = time.monotonic()
+        self.exit_reason: str | None = None
+        """Why ``watch_lifetime`` ended the gateway (``idle`` or ``orphaned: ...``)."""
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._server = await asyncio.start_server(self._connection, host, port,
@@ -52,6 +57,46 @@ class GatewayServer:
         assert self._server is not None
         async with self._server:
             await self._server.serve_forever()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request ended (0 while one is being answered)."""
+        return 0.0 if self.in_flight else time.monotonic() - self.last_activity
+
+    def stop_listening(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def watch_lifetime(self, stop: asyncio.Event, *, orphaned: Callable[[], str | None],
+                             live_work: Callable[[], bool],
+                             claim_idle: Callable[[Callable[[], bool], Callable[[], None]], bool],
+                             idle_seconds: float, check_seconds: float) -> None:
+        """Set ``stop`` when the gateway has no reason to live (spec 08, issue 13).
+
+        It is orphaned when ``orphaned()`` gives a reason twice in a row (its state
+        dir or record is gone); it is idle when no request came for ``idle_seconds``
+        (0: never idle) and ``live_work()`` finds no session or job that may still call
+        it, confirmed by ``claim_idle`` under the starters' lock.
+        """
+        misses = 0
+        while not stop.is_set():
+            await asyncio.sleep(check_seconds)
+            reason = await asyncio.to_thread(orphaned)
+            misses = misses + 1 if reason else 0
+            if misses >= 2:
+                self.exit_reason = f"orphaned: {reason}"
+                break
+            if reason or idle_seconds <= 0 or self.idle_for() < idle_seconds:
+                continue
+            if await asyncio.to_thread(live_work):
+                self.last_activity = time.monotonic()  # look again one idle period later
+                continue
+            if claim_idle(lambda: self.idle_for() >= idle_seconds, self.stop_listening):
+                self.exit_reason = "idle"
+                break
+        if self.exit_reason:
+            print(f"{now_iso()} mmo gateway: exiting, {self.exit_reason}", file=sys.stderr,
+                  flush=True)
+            stop.set()
 
     def close(self) -> None:
         """Stop listening and drop pooled upstream connections; call on the server's loop."""
@@ -78,7 +123,12 @@ class GatewayServer:
                     return
                 if request is None:
                     return
-                await self._dispatch(request, writer)
+                self.in_flight += 1
+                try:
+                    await self._dispatch(request, writer)
+                finally:
+                    self.in_flight -= 1
+                    self.last_activity = time.monotonic()
                 if not request.keep_alive:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):

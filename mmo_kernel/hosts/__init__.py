@@ -16,7 +16,8 @@ is its public surface:
 - transports: :class:`UnixWebSocket` (:class:`WebSocketError`) for an agent server
   listening on a unix socket, and its framing (``OP_*`` opcodes, :func:`encode_frame`,
   :func:`unmask`, :func:`accept_key`) for a peer that serves one;
-- the Codex CLI: :func:`resolve_native` / :func:`project_codex` and ``PINNED_CODEX_VERSION``.
+- the Codex CLI: :func:`resolve_native` / :func:`project_codex`, ``PINNED_CODEX_VERSION``
+  and :func:`thread_persisted` (whether a thread can be resumed at all).
 
 Only the bare control-action tuples load with the package; every other name loads its
 module on first use, because the mesh and the profile schema import ``control_actions``
@@ -31,7 +32,12 @@ from mmo_kernel import lazy_exports
 from mmo_kernel.hosts.control_actions import GRANTABLE_ACTIONS, JOB_CONTROL_ACTIONS
 
 if TYPE_CHECKING:
-    from mmo_kernel.hosts.codex_cli import PINNED_CODEX_VERSION, project_codex, resolve_native
+    from mmo_kernel.hosts.codex_cli import (
+        PINNED_CODEX_VERSION,
+        project_codex,
+        resolve_native,
+        thread_persisted,
+    )
     from mmo_kernel.hosts.control_socket import (
         ControlDeliveryUnknown,
         ControlNotDelivered,
@@ -65,11 +71,13 @@ __all__ = [
     "ControlRequestRejected", "ControlServer", "UnixWebSocket", "WebSocketError",
     "accept_key", "app_server_socket_path", "cap_objective", "encode_frame", "final_message",
     "goal_prompt", "normalize_turn_failure", "partial_text", "project_codex", "resolve_native",
-    "root_app_server_socket_path", "send_control_request", "unmask", "write_partial",
+    "root_app_server_socket_path", "send_control_request", "thread_persisted", "unmask",
+    "write_partial",
 ]
 
 __getattr__ = lazy_exports(__name__, {
-    "mmo_kernel.hosts.codex_cli": ("PINNED_CODEX_VERSION", "project_codex", "resolve_native"),
+    "mmo_kernel.hosts.codex_cli": ("PINNED_CODEX_VERSION", "project_codex", "resolve_native",
+                                   "thread_persisted"),
     "mmo_kernel.hosts.control_socket": (
         "ControlDeliveryUnknown", "ControlNotDelivered", "ControlRequestRejected",
         "ControlServer", "app_server_socket_path", "send_control_request",

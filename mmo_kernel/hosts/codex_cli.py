@@ -51,3 +51,13 @@ def resolve_native(executable: str | Path) -> Path:
 def project_codex(project_root: Path) -> Path | None:
     """The pinned real Codex installed by ``.ci/run`` under ``project_root``, if any."""
     return native_binary_in(project_root / PROJECT_CODEX_DIR / "node_modules")
+
+
+def thread_persisted(codex_home: Path, thread_id: str) -> bool:
+    """Whether Codex saved the thread (its rollout) under ``codex_home``.
+
+    Codex writes a thread's rollout only with its first turn; a thread that
+    never ran one cannot be resumed (``no rollout found``), not even by
+    another client of the app-server that still has it loaded.
+    """
+    return any((Path(codex_home) / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))

@@ -225,10 +225,12 @@ def _relaunch(record: dict[str, Any], session: dict[str, Any], action: str, revi
     The job goes back to the execution host its record names (a record from before
     jobs recorded their host gets its agent's profile host written down now).
     """
+    from mmo_kernel.gateway.process import revive_gateway
     from mmo_kernel.mesh.tokens import mint_token
     from mmo_kernel.sessions.env import session_environment
 
     job_id = record["job_id"]
+    revive_gateway()  # an idle gateway may have exited: the agent's url must answer again
     with runtime_lock():
         _readmit(record, session)
         host = job_execution_host(record)

@@ -12,12 +12,24 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
 from mmo_kernel.hosts.evidence import partial_text
+from mmo_kernel.jobs.index_rows import record_summary
+from mmo_kernel.jobs.index_rows import summary as job_summary
+from mmo_kernel.jobs.indexed import (
+    invalid_state,
+    job_rows,
+    record_path,
+    refresh_jobs,
+    unreadable,
+)
+from mmo_kernel.jobs.integration_recovery import recover_interrupted_integration
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
+    JOB_STATUSES,
     TERMINAL_JOB_STATUSES,
     apply_job_fields,
     job_file,
@@ -26,10 +38,15 @@ from mmo_kernel.jobs.records import (
     write_job_record,
 )
 from mmo_kernel.sessions.records import session_file
+from mmo_kernel.state import index
 from mmo_kernel.state.files import atomic_write_text, runtime_lock
 from mmo_kernel.state.processes import process_matches, terminate_process_groups
+from mmo_kernel.state.records import unreadable_row
 
 WORKING_STATUSES = frozenset({"running", "waiting", "detached"})
+LIVE_JOB_STATUSES = frozenset(JOB_STATUSES) - TERMINAL_JOB_STATUSES
+PAGE_SLACK = 16
+"""Rows a limited listing fetches beyond its limit, for those a reconciliation filters out."""
 NEVER_LAUNCHED_GRACE_SECONDS = 60.0
 """A ``queued`` job with no runner this much older than its creation was never launched."""
 RETIRE_GRACE_SECONDS = 2.0
@@ -175,42 +192,121 @@ def reconcile_job(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_job(job_id: str) -> dict[str, Any]:
-    """The job record after reconciliation; unknown jobs raise ``FileNotFoundError``."""
+    """The job record after reconciliation; unknown jobs raise ``FileNotFoundError``.
+
+    An integration whose process was killed is settled first (rolled back, or
+    its ``integrated`` kept), so the record and the workspace agree.
+    """
+    recover_interrupted_integration(job_id)
     return reconcile_job(read_job_record(job_id))
-
-
-def _job_ids() -> list[str]:
-    root = jobs_root()
-    if not root.exists():
-        return []
-    return [entry.name for entry in root.iterdir()
-            if not entry.name.startswith(".") and (entry / "metadata.json").exists()]
 
 
 def _newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r.get("created_at", ""), r["job_id"]), reverse=True)
 
 
-def iter_job_records(session_id: str | None = None) -> list[dict[str, Any]]:
-    """Every job record (of one session), newest first; a pure read.
+def reconcile_needed(record: dict[str, Any]) -> bool:
+    """Whether ``reconcile_job`` would act on this record (or on an index row's status,
+    ``created_at`` and host identity): its three cases, without changing anything."""
+    if record.get("cold_pause_pending") or _never_launched(record):
+        return True
+    return (record["status"] in WORKING_STATUSES and record.get("runner_pid") is not None
+            and not runner_alive(record))
+
+
+def _strict_read(row: Any, path: str) -> dict[str, Any]:
+    """A row's record as it is: the exact bytes the index row was built from (validated
+    then), else a strict read of the file as it is now."""
+    ident = row.identity
+    if ident is not None:
+        doc = index.load_unchanged(path, ident)
+        if doc is not None:
+            return doc
+    return read_job_record(row.id)
+
+
+def _select(session_id: str | None, include_unreadable: bool, *, reconcile: bool,
+            summary_only: bool = False, wanted: frozenset[str] | None = None,
+            agent: str | None = None, profile: str | None = None, since: str | None = None,
+            limit: int | None = None) -> list[dict[str, Any]]:
+    """The jobs a listing asks for, from the refreshed index (see ``list_jobs``)."""
+    refresh_jobs()
+    errors = list(job_rows(errors=True))
+    if errors and not include_unreadable:
+        raise invalid_state(errors[0])
+    root = str(jobs_root())
+    out: list[dict[str, Any]] = []
+    rows = job_rows(session_id=session_id, statuses=wanted, agent=agent, profile=profile,
+                    since=since, reconcilable=reconcile,
+                    batch=None if limit is None else limit + PAGE_SLACK)
+    for row in rows:
+        if limit is not None and len(out) >= limit:
+            break
+        if summary_only and not (reconcile and row.reconcile):
+            out.append(job_summary(row))  # filtered in the index already
+            continue
+        path = f"{root}/{row.id}/metadata.json"
+        try:
+            if reconcile and row.reconcile and (not summary_only or reconcile_needed(
+                    {"status": row.status, "created_at": row.created_at, **row.host})):
+                record = reconcile_job(read_job_record(row.id))
+            elif summary_only:
+                out.append(job_summary(row))  # nothing a reconciliation would change
+                continue
+            else:
+                record = _strict_read(row, path)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        except (ValueError, RuntimeError, OSError) as exc:
+            if not include_unreadable:
+                raise RuntimeError(f"invalid job state in {root}/{row.id}: {exc}") from exc
+            out.append(unreadable_row("job_id", row.id, record_path(row.id), exc,
+                                      session_id=row.session_id, created_at=row.created_at))
+            continue
+        if wanted is None or record["status"] in wanted:
+            out.append(record_summary(record, record_path(row.id)) if summary_only else record)
+    bad = [unreadable(row) for row in errors if session_id is None or row.session_id == session_id]
+    return _newest_first(out + bad) if bad else out  # the index's order otherwise
+
+
+def iter_job_records(session_id: str | None = None, include_unreadable: bool = False, *,
+                     status: str | Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every job record (of one session; in ``status``), newest first; a pure read of
+    the records (the listing index is refreshed first, which changes no record).
 
     An unreadable record raises ``RuntimeError("invalid job state ...")``
-    naming the directory instead of being skipped.
+    naming the directory instead of being skipped; with ``include_unreadable``
+    it is an ``unreadable`` row instead.
     """
-    records = []
-    for job_id in _job_ids():
-        try:
-            record = read_job_record(job_id)
-        except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
-            raise RuntimeError(f"invalid job state in {jobs_root() / job_id}: {exc}") from exc
-        if session_id is None or record["session_id"] == session_id:
-            records.append(record)
-    return _newest_first(records)
+    wanted = index.statuses_arg(status, JOB_STATUSES, "job")
+    return index.attempt(lambda: _select(session_id, include_unreadable, reconcile=False,
+                                         wanted=wanted))
 
 
-def list_jobs(session_id: str | None = None) -> list[dict[str, Any]]:
-    """Jobs (of one session), newest first, each reconciled like ``load_job``."""
-    return _newest_first([reconcile_job(r) for r in iter_job_records(session_id)])
+def list_jobs(session_id: str | None = None, include_unreadable: bool = False, *,
+              status: str | Collection[str] | None = None, agent: str | None = None,
+              profile: str | None = None, since: str | datetime | None = None,
+              limit: int | None = None, summary: bool = False) -> list[dict[str, Any]]:
+    """Jobs (of one session), newest first, each reconciled like ``load_job``.
+
+    Served from the listing index (``state.index``; every record file is stat'ed and the
+    changed ones re-read first). Filters: ``status`` (one or several), ``agent``,
+    ``profile`` (the job's, else its session's profile id), ``since`` (``created_at``
+    at or after an ISO time); ``limit`` keeps the newest N. Only the jobs whose status
+    a reconciliation may change are reconciled; the others are returned as they are.
+    ``summary=True`` returns summaries (``job_id``, ``session_id``, ``agent``,
+    ``profile_id``, ``cwd``, ``status``, ``created_at``, ``progress_revision``,
+    ``result_state``, ``updated_at``) and reads no record that needs no reconciling.
+
+    An unreadable record raises ``RuntimeError("invalid job state ...")``; with
+    ``include_unreadable`` it is an ``unreadable`` row, listed as it is, kept by every
+    filter but the session's and beyond the limit.
+    """
+    wanted = index.statuses_arg(status, JOB_STATUSES, "job")
+    after, most = index.since_arg(since), index.limit_arg(limit)
+    return index.attempt(lambda: _select(session_id, include_unreadable, reconcile=True,
+                                         summary_only=summary, wanted=wanted, agent=agent,
+                                         profile=profile, since=after, limit=most))
 
 
 def holds_capacity(record: dict[str, Any]) -> bool:
@@ -230,5 +326,7 @@ def holds_capacity(record: dict[str, Any]) -> bool:
 
 
 def live_jobs(session_id: str | None = None) -> list[dict[str, Any]]:
-    """Jobs holding capacity (across all sessions when ``session_id`` is None)."""
-    return [r for r in iter_job_records(session_id) if holds_capacity(r)]
+    """Jobs holding capacity (across all sessions when ``session_id`` is None); only
+    records the index says are not terminal are read."""
+    return [r for r in iter_job_records(session_id, status=LIVE_JOB_STATUSES)
+            if holds_capacity(r)]

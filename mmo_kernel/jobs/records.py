@@ -18,6 +18,7 @@ from pydantic import ConfigDict
 
 from mmo_kernel import package_version
 from mmo_kernel.errors import RecordError
+from mmo_kernel.jobs.index_rows import publish_job
 from mmo_kernel.sessions.records import new_record_id, utc_now
 from mmo_kernel.sessions.state import REMOVE
 from mmo_kernel.state.files import (
@@ -229,7 +230,9 @@ def write_job_record(record: dict[str, Any]) -> dict[str, Any]:
     check_job_record(record)
     directory = job_dir(record["job_id"])
     directory.mkdir(mode=0o700, exist_ok=True)
-    atomic_write_json(job_file(record["job_id"], "metadata.json"), record)
+    path = job_file(record["job_id"], "metadata.json")
+    atomic_write_json(path, record)
+    publish_job(record, path)  # the listing index row; never fails the write
     return record
 
 

@@ -9,11 +9,7 @@ own directory are ever opened, whatever paths the record names.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
-from pathlib import Path
 from typing import Any
 
 from mmo_kernel.jobs.authority import (
@@ -25,50 +21,20 @@ from mmo_kernel.jobs.authority import (
 from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
     apply_job_fields,
-    job_dir,
     public_job,
     read_job_record,
     write_job_record,
 )
+from mmo_kernel.jobs.result_files import RESULT_FILES, contained_result_file, read_result_file
 from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import runtime_lock
 
 DEFAULT_MAX_CHARS = 20000
 MAX_PAGE_CHARS = 200000
-RESULT_FILES = {"result_path": "result.md", "partial_result_path": "partial-result.md",
-                "structured_result_path": "result.json"}
-UNSAFE_PHRASES = {"result_path": "unsafe result path",
-                  "partial_result_path": "unsafe partial-result path",
-                  "structured_result_path": "unsafe structured-result path"}
 
 
 # ---------------------------------------------------------------- reading --
-
-
-def safe_job_file(record: dict[str, Any], field: str) -> Path | None:
-    """The file a result field names, only if it lies inside the job's own directory.
-
-    Relative paths are taken inside the job dir; an absolute path must
-    resolve there too. The default file name is used when the field is
-    unset. ``None`` when the file does not exist.
-    """
-    directory = job_dir(record["job_id"])
-    value = record.get(field)
-    if value is None:
-        candidate = directory / RESULT_FILES[field]
-    elif isinstance(value, str) and value:
-        candidate = Path(value) if os.path.isabs(value) else directory / value
-    else:
-        raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {field} must be a path string")
-    real_dir = os.path.realpath(directory)
-    real = os.path.realpath(candidate)
-    if os.path.dirname(real) != real_dir and not real.startswith(real_dir + os.sep):
-        raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {field} of job {record['job_id']} points "
-                           "outside the job's directory")
-    if not os.path.lexists(candidate):
-        return None
-    return Path(real)
 
 
 def check_result_paths(record: dict[str, Any]) -> None:
@@ -78,28 +44,12 @@ def check_result_paths(record: dict[str, Any]) -> None:
     record pointing anywhere else is not trusted at all.
     """
     for field in RESULT_FILES:
-        if record.get(field) is not None:
-            safe_job_file(record, field)
+        contained_result_file(record, field, default=False)
 
 
 def read_job_text(record: dict[str, Any], field: str) -> str | None:
-    """The UTF-8 text of a result file (no symlinked leaf), or ``None`` if it is absent."""
-    path = safe_job_file(record, field)
-    if path is None:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {path.name} is a symlink") from None
-        if exc.errno == errno.ENOENT:
-            return None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise RuntimeError(f"{UNSAFE_PHRASES[field]}: {path.name} is not a regular file")
-        raw = handle.read()
-    return raw.decode("utf-8", "replace")
+    """The UTF-8 text of a result file (never a symlinked leaf), or ``None`` if it is absent."""
+    return read_result_file(record, field)
 
 
 def _structured(record: dict[str, Any]) -> tuple[bool, Any]:
@@ -126,7 +76,7 @@ def current_result(record: dict[str, Any]) -> tuple[str, str]:
     if final is not None:
         return "final", final
     raise RuntimeError(f"job {record['job_id']} has no result yet (status {record['status']}); "
-                       "wait for it with wait_for_jobs")
+                       "wait for it to finish (agents_wait; `mmo job show` for its status)")
 
 
 def _check_page_args(cursor: Any, max_chars: Any) -> None:
@@ -223,7 +173,7 @@ def _dispose(job_id: str, reason: str, session_id: str, caller_agent: str | None
         if record.get("result_state") != "read":
             raise RuntimeError(f"result must be read before it can be {new_state} (job {job_id} "
                                f"result_state is {record.get('result_state') or 'unread'}); "
-                               "read it to the last page with read_result")
+                               "read it to its last page first (agent_result, or `mmo job result`)")
         updated = write_job_record(apply_job_fields(record, {
             "result_state": new_state, "disposition_reason": reason,
             "disposed_by": caller_job_id or caller_agent or session["root_agent"]}))
@@ -252,4 +202,4 @@ def reject_result(job_id: str, reason: str, session_id: str, caller_agent: str |
 
 
 __all__ = ["accept_result", "check_result_paths", "current_result", "read_job_text",
-           "read_result", "reject_result", "safe_job_file"]
+           "read_result", "reject_result"]

@@ -8,12 +8,18 @@ losslessly, with ``read_agent_trace_record``.
 
 ``agent_run_ref`` names one agent run whose trace can be paged: for a worker
 it is the job id (a job keeps one thread, hence one run, for life).
+
+Only the job's own ``events.jsonl`` is read, never through a symlink: like
+``read_result``, a symlinked log is refused (``unsafe trace path``).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +120,33 @@ def bounded(record: dict[str, Any]) -> dict[str, Any]:
     return _shortened(record, text)
 
 
+UNSAFE_TRACE_PHRASE = "unsafe trace path"
+
+
+def _read_log(path: Path) -> bytes:
+    """The log's bytes, opened itself with ``O_NOFOLLOW``: a symlinked or special
+    ``events.jsonl`` is refused (``unsafe trace path``), never followed out of the job dir."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RuntimeError(f"{UNSAFE_TRACE_PHRASE}: {path.name} of job {path.parent.name} "
+                               "is a symlink") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RuntimeError(f"{UNSAFE_TRACE_PHRASE}: {path.name} of job {path.parent.name} "
+                           "is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
 def _lines(path: Path, final: bool) -> list[bytes]:
     """Complete lines of the log; the unterminated tail counts only once the job is final."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = _read_log(path)
+    if not raw:
         return []
     lines = raw.split(b"\n")
     tail = lines.pop()

@@ -3,9 +3,15 @@
 Waking is driven by the records themselves: every change a host or a
 control makes rewrites ``metadata.json`` (atomic rename, new inode and
 mtime), so the waiter stats each record every ``POLL_SECONDS`` and re-reads
-only those that changed. A full reconciling reload every
-``RECONCILE_SECONDS`` notices a runner that died without writing anything.
-The loop sleeps between polls, so waiting costs no measurable CPU.
+only those that changed. Each poll also checks that the runner of every
+working job is still alive (a cheap process-identity check): a host killed
+without writing anything is reconciled to ``suspended`` within a poll, and a
+full reconciling reload every ``RECONCILE_SECONDS`` catches anything else.
+A job that is ``suspended`` or ``paused`` makes no progress until its caller
+acts, so the wait also returns when a job stops there, or when every
+unfinished job is there already: it never sits out its timeout on work that
+cannot move by itself. The loop sleeps between polls, so waiting costs no
+measurable CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmo_kernel.jobs.authority import require_session_job
-from mmo_kernel.jobs.listing import load_job
+from mmo_kernel.jobs.listing import load_job, reconcile_job
 from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_file, progress_revision
 from mmo_kernel.jobs.result_files import result_source
 from mmo_kernel.state.records import is_exact_int
@@ -25,10 +31,18 @@ from mmo_kernel.state.records import is_exact_int
 POLL_SECONDS = 0.05
 RECONCILE_SECONDS = 1.0
 PREVIEW_CHARS = 4000
+AWAITING_CONTROL_STATUSES = frozenset({"suspended", "paused"})
+"""Non-terminal statuses in which a job does nothing until a control moves it."""
+AWAITING_CONTROL_NOTE = (
+    "The jobs in awaiting_control are suspended or paused: they make no progress until you "
+    "act. A suspended job's work is on its persisted app-server thread: agent_continue "
+    "continues it on the same thread (agent_finalize asks for its result, agent_stop or "
+    "agent_cancel end it). Their previews show the partial result."
+)
 RESULT_READING_NOTE = (
     "The results are bounded previews (at most 4000 characters each; truncated = true when "
-    "the result is longer). Read the full result with agent_result (read_result), following "
-    "next_cursor until it is null."
+    "the result is longer). Read the full result with agent_result, following next_cursor "
+    "until it is null."
 )
 
 
@@ -64,13 +78,12 @@ def preview(record: dict[str, Any]) -> dict[str, Any]:
     """A bounded preview of a finished job's result (final, else partial)."""
     entry: dict[str, Any] = {"status": record["status"]}
     try:
-        path, kind = result_source(record)
+        text, kind = result_source(record)
     except RuntimeError as exc:
         return {**entry, "preview": "", "truncated": False, "error": str(exc)}
-    if path is None:
+    if text is None:
         return {**entry, "preview": "", "truncated": False, "result_kind": None,
                 "note": "no result was recorded"}
-    text = path.read_text(encoding="utf-8", errors="replace")
     return {**entry, "preview": text[:PREVIEW_CHARS], "truncated": len(text) > PREVIEW_CHARS,
             "total_chars": len(text), "result_kind": kind,
             "result_state": record.get("result_state")}
@@ -97,14 +110,40 @@ class _Watch:
             if full or stamp != self.stamps[job_id]:
                 self.records[job_id] = load_job(job_id)
                 self.stamps[job_id] = _stamp(job_id)
+            elif self.records[job_id]["status"] not in TERMINAL_JOB_STATUSES:
+                self._check_host(job_id)
         if full:
             self.reconciled_at = time.monotonic()
+
+    def _check_host(self, job_id: str) -> None:
+        """Reconcile the cached record against its processes (a lost runner suspends it);
+        the record is re-read only when reconciliation changed it."""
+        record = self.records[job_id]
+        if reconcile_job(record) is not record:
+            self.records[job_id] = load_job(job_id)
+            self.stamps[job_id] = _stamp(job_id)
 
     def revisions(self) -> dict[str, int]:
         return {j: progress_revision(r) for j, r in self.records.items()}
 
     def unfinished(self) -> list[str]:
         return [j for j in self.ids if self.records[j]["status"] not in TERMINAL_JOB_STATUSES]
+
+    def awaiting_control(self) -> list[str]:
+        return [j for j in self.ids if self.records[j]["status"] in AWAITING_CONTROL_STATUSES]
+
+
+def _done(watch: _Watch, baseline: dict[str, int], after: dict[str, int] | None) -> bool:
+    """Every job is terminal; a job moved past ``after``; a job moved into a status that
+    waits for its caller; or nothing unfinished can move without the caller."""
+    unfinished = watch.unfinished()
+    if not unfinished:
+        return True
+    moved = {j for j, rev in watch.revisions().items() if rev > baseline[j]}
+    if after is not None and moved:
+        return True
+    awaiting = set(watch.awaiting_control())
+    return bool(moved & awaiting) or set(unfinished) <= awaiting
 
 
 def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
@@ -115,7 +154,11 @@ def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
 
     Returns ``{"unfinished", "progress_revisions", "changed_job_ids",
     "timed_out_waiting"}`` plus bounded ``results`` and ``result_reading_note``
-    when ``include_results`` and at least one job is finished. Setting
+    when ``include_results`` and at least one job is finished. It also returns
+    when a job becomes ``suspended`` or ``paused`` (a lost host is noticed within
+    a poll) or when every unfinished job is: those are listed in
+    ``awaiting_control`` (with ``awaiting_control_note``), their partial results
+    previewed like finished ones. Setting
     ``cancelled`` (the caller gave up, e.g. an MCP client cancelled the call)
     ends the wait at once, with ``cancelled_waiting: true``.
     """
@@ -126,8 +169,7 @@ def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
     timed_out = False
     stop = cancelled if cancelled is not None else threading.Event()
     while not stop.is_set():
-        moved = [j for j, rev in watch.revisions().items() if rev > baseline[j]]
-        if not watch.unfinished() or (after is not None and moved):
+        if _done(watch, baseline, after):
             break
         if time.monotonic() >= deadline:
             timed_out = True
@@ -150,8 +192,12 @@ def _result(watch: _Watch, baseline: dict[str, int], timed_out: bool,
         "changed_job_ids": [j for j in watch.ids if revisions[j] > baseline[j]],
         "timed_out_waiting": timed_out,
     }
-    finished = [j for j in watch.ids if j not in unfinished]
-    if include_results and finished:
-        result["results"] = {j: preview(watch.records[j]) for j in finished}
+    awaiting = watch.awaiting_control()
+    if awaiting:
+        result["awaiting_control"] = awaiting
+        result["awaiting_control_note"] = AWAITING_CONTROL_NOTE
+    shown = [j for j in watch.ids if j not in unfinished or j in awaiting]
+    if include_results and shown:
+        result["results"] = {j: preview(watch.records[j]) for j in shown}
         result["result_reading_note"] = RESULT_READING_NOTE
     return result

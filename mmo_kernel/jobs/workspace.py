@@ -20,6 +20,12 @@ from typing import Any
 from mmo_kernel.jobs.authority import check_reason, load_session_job, require_disposition
 from mmo_kernel.jobs.control_lock import job_control_lock
 from mmo_kernel.jobs.integration import integrate_transaction
+from mmo_kernel.jobs.integration_recovery import (
+    JOURNAL_FILE,
+    persist_taint,
+    recover_locked,
+    session_run_id_of,
+)
 from mmo_kernel.jobs.records import (
     TERMINAL_JOB_STATUSES,
     job_file,
@@ -29,11 +35,11 @@ from mmo_kernel.jobs.records import (
     update_job,
 )
 from mmo_kernel.plugin.drivers import WorkspaceIsolator
-from mmo_kernel.sessions.records import read_session_record, session_file, session_run_id
+from mmo_kernel.sessions.records import read_session_record, session_dir, session_file
 from mmo_kernel.sessions.state import taint_session
 from mmo_kernel.state.audit import append_audit
 from mmo_kernel.state.files import atomic_write_json, atomic_write_text, read_json
-from mmo_kernel.workspace.patches import Patch, WorkspaceHandle
+from mmo_kernel.workspace.patches import Patch, UnsafeSymlink, WorkspaceHandle
 
 PATCH_FILE = "patch.json"
 DIFF_FILE = "patch.diff"
@@ -67,8 +73,9 @@ def isolator_for(record: Mapping[str, Any], handle: WorkspaceHandle) -> Workspac
 
 def _store_patch(job_id: str, patch: Patch) -> dict[str, Any]:
     """Write the patch files into the job dir; returns the record's ``patch`` summary."""
-    atomic_write_json(job_file(job_id, PATCH_FILE), patch.model_dump(mode="json"))
-    atomic_write_text(job_file(job_id, DIFF_FILE), patch.diff)
+    # a patch is the user's code, integrated as written: never redacted
+    atomic_write_json(job_file(job_id, PATCH_FILE), patch.model_dump(mode="json"), redact=False)
+    atomic_write_text(job_file(job_id, DIFF_FILE), patch.diff, redact=False)
     return {
         "changed_paths": list(patch.changed_paths),
         "format": patch.format,
@@ -85,15 +92,22 @@ def capture_job_patch(job_id: str) -> dict[str, Any]:
 
     Records ``patch`` and ``artifacts``. A change outside the write scope
     (compared with the base) fails the job with ``out-of-scope mutation``
-    naming the paths and taints the session. A read-only job (no isolated
-    workspace) is returned unchanged.
+    naming the paths and taints the session. A symlink leading outside the
+    workspace fails the job with the isolator's ``unsafe symlink`` reason and
+    stores no patch. A read-only job (no isolated workspace) is returned unchanged.
     """
     record = read_job_record(job_id)
     handle = workspace_handle(record)
     if handle is None or record.get("mode") == "read-only":
         return record
     isolator = isolator_for(record, handle)
-    patch = isolator.capture_patch(handle)
+    try:
+        patch = isolator.capture_patch(handle)
+    except UnsafeSymlink as refused:  # nothing is stored: such a patch is never integrated
+        message = f"{refused}; the patch was refused at capture and not recorded"
+        return transition_job(job_id, "failed", error=message, patch=None, artifacts=None,
+                              failure={"kind": "unsafe_symlink", "retryable": False,
+                                       "message": message, "paths": list(refused.links)})
     summary = _store_patch(job_id, patch)
     artifacts = [a.model_dump() for a in patch.artifacts]
     outside = isolator.out_of_scope(patch, list(handle.write_scope))
@@ -129,12 +143,14 @@ def read_patch_diff(job_id: str) -> str:
 def job_workspace_cleanup(record: Mapping[str, Any]) -> bool:
     """Remove a finished writer's worktree and branch; True when something was removed.
 
-    Never touches a job that could still continue (any non-terminal status).
+    Never touches a job that could still continue (a non-terminal job of a session
+    that still exists).
     Safe to repeat; usable as ``clean_state(job_cleanup=job_workspace_cleanup)``.
     """
     handle = workspace_handle(record)
-    if handle is None or record.get("status") not in TERMINAL_JOB_STATUSES:
-        return False
+    if handle is None or (record.get("status") not in TERMINAL_JOB_STATUSES
+                          and session_dir(record["session_id"]).exists()):
+        return False  # no worktree, or a job that could still continue
     if record.get("workspace_removed"):
         return False
     isolator_for(record, handle).cleanup(handle)
@@ -143,10 +159,6 @@ def job_workspace_cleanup(record: Mapping[str, Any]) -> bool:
     except FileNotFoundError:
         pass  # the job dir is already gone; the worktree is what mattered
     return True
-
-
-def _session_run_id(session: Mapping[str, Any], record: Mapping[str, Any]) -> str:
-    return str(session_run_id(session) or record.get("run_id") or "unknown")
 
 
 def _persist_integrated(record: dict[str, Any], session: dict[str, Any], reason: str,
@@ -161,17 +173,12 @@ def _persist_integrated(record: dict[str, Any], session: dict[str, Any], reason:
                integrated_by=caller)
     try:
         append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_patch_integrated",
-                     _session_run_id(session, record), job_id=job_id, agent=record["agent"],
+                     session_run_id_of(session, record), job_id=job_id, agent=record["agent"],
                      reason=reason, changed_paths=list(record["patch"]["changed_paths"]),
                      caller=caller)
     except BaseException:
         update_job(job_id, result_state="accepted", integration_reason=None, integrated_by=None)
         raise
-
-
-def _persist_taint(session_id: str, entry: Mapping[str, Any]) -> None:
-    details = {k: v for k, v in entry.items() if k not in ("reason", "at", "event", "run_id")}
-    taint_session(session_id, str(entry.get("reason") or "integration_rollback_failed"), **details)
 
 
 def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str | None,
@@ -189,6 +196,7 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
         raise RuntimeError(f"session {session_id} is tainted; patch integration is refused "
                            "(a resume with --allow-tainted still disables agent_patch_integrate)")
     with job_control_lock(job_id):
+        recover_locked(job_id)
         record = load_session_job(job_id, session_id)
         require_disposition(record, session, caller_agent, caller_job_id, "integrate")
         state = record.get("result_state")
@@ -205,7 +213,8 @@ def integrate_patch(job_id: str, reason: str, session_id: str, caller_agent: str
         integrate_transaction(
             isolator, workspace, patch, job_id=job_id,
             persist_integrated=lambda: _persist_integrated(record, session, reason, caller),
-            persist_taint=lambda entry: _persist_taint(session_id, entry),
+            persist_taint=lambda entry: persist_taint(session_id, entry),
+            journal=job_file(job_id, JOURNAL_FILE),
         )
     job_workspace_cleanup(read_job_record(job_id))
     return public_job(read_job_record(job_id))

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, run_ids, session_dir
+from mmo_kernel.sessions.records import (
+    TERMINAL_SESSION_STATUSES,
+    read_run_record,
+    run_ids,
+    session_dir,
+)
 from mmo_kernel.sessions.state import client_alive, update_session
 
 TAINTED_REMOVED_TOOLS = ("agent_spawn", "agents_spawn", "agent_patch_integrate")
@@ -63,6 +68,7 @@ def _check_attachable(record: dict[str, Any], allow_tainted: bool) -> None:
     if runs != [current]:
         raise RuntimeError(f"session {sid} must have exactly its one active run {current}; "
                            f"found run directories {runs}")
+    read_run_record(sid, str(current))  # a truncated or invalid run.json refuses, naming it
 
 
 def _check_capacity(record: dict[str, Any]) -> None:

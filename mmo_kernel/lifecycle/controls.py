@@ -18,7 +18,9 @@ from mmo_kernel.hosts.control_socket import ControlDeliveryUnknown, send_control
 from mmo_kernel.hosts.evidence import write_partial
 from mmo_kernel.sessions.records import (
     TERMINAL_SESSION_STATUSES,
+    read_run_record,
     read_session_record,
+    run_ids,
     session_dir,
     session_file,
     session_run_id,
@@ -50,6 +52,15 @@ def load_session(session_id: str) -> dict[str, Any]:
     if record.get("cold_pause_pending") and record["status"] not in TERMINAL_SESSION_STATUSES:
         return _finish_cold_pause(record)
     return reconcile(record)
+
+
+def _require_run(record: dict[str, Any]) -> dict[str, Any]:
+    """The session's run record, read before a control changes anything: a truncated or
+    invalid ``run.json`` refuses the control (naming the file) with nothing changed."""
+    run_id = session_run_id(record)
+    if not run_id:
+        raise RuntimeError(f"session {record['session_id']} names no run")
+    return read_run_record(record["session_id"], run_id)
 
 
 def _host_alive(record: dict[str, Any]) -> bool:
@@ -140,6 +151,7 @@ def detach_session(session_id: str) -> dict[str, Any]:
             raise RuntimeError(
                 f"session {session_id} cannot be detached before the persistent root thread "
                 "exists")
+        _require_run(record)
         status = "suspended" if record.get("failure") and not _host_alive(record) else "detached"
         if record.get("failure") and record.get("session_kind") == "interactive":
             status = "suspended"
@@ -173,6 +185,7 @@ def pause_session(session_id: str) -> dict[str, Any]:
             raise RuntimeError(f"cannot pause session from status {record['status']}"
                                + ("" if record.get("root_thread_id")
                                   else " (no durable root thread yet)"))
+        _require_run(record)
         record = update_session(session_id, cold_pause_pending=True)
         affected = _pause_jobs(session_id)
         try:
@@ -235,16 +248,69 @@ def _verify_homes(record: dict[str, Any]) -> None:
         verify_home(snapshot, agent, home)
 
 
-def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, Any]:
-    """Start a new root host on the same thread (after pause, suspension or host loss).
-
-    The caller made sure the old host is gone; an app-server it left alive is
-    adopted by the new host, with whatever turn it is still running.
-    """
+def _root_launcher(record: dict[str, Any]) -> Any:
+    """The execution host that launches the session's root, from its profile snapshot
+    (loaded and verified: a missing or corrupt snapshot refuses the control)."""
     from mmo_kernel.plugin.manager import execution_host
     from mmo_kernel.profiles.snapshots import snapshot_profile
 
+    agents = snapshot_profile(record["snapshot_hash"]).agents
+    if record["root_agent"] not in agents:
+        raise RuntimeError(f"session {record['session_id']}: root agent "
+                           f"{record['root_agent']!r} is not in its profile snapshot")
+    return execution_host(agents[record["root_agent"]].host)
+
+
+def _first_turn_pending(record: dict[str, Any]) -> bool:
+    """The root never started a turn: a continue delivers the recorded prompt."""
+    return not record.get("root_thread_id") or not record.get("root_last_turn_id")
+
+
+def _check_continue(record: dict[str, Any], input_text: str | None) -> Any:
+    """Every refusal of ``continue_session`` before anything changes; returns the host.
+
+    A root whose host died before its first turn (no root thread yet) is continued
+    from the recorded prompt (``root-prompt.txt``); an interactive root has none.
+    """
+    from mmo_kernel.mesh.capabilities import CapabilityUnavailable, read_capabilities
+
+    sid, status = record["session_id"], record["status"]
+    if status in TERMINAL_SESSION_STATUSES:
+        raise RuntimeError(f"terminal immutable session {sid} cannot be continued")
+    if status == "cancelling":
+        raise RuntimeError(f"session {sid} is being cancelled; it cannot be continued")
+    if _host_alive(record):
+        raise RuntimeError(f"session {sid} already has a live root host")
+    prompt = session_file(sid, "root-prompt.txt")
+    if not record.get("root_thread_id") and (record.get("session_kind") == "interactive"
+                                             or not prompt.is_file()):
+        raise RuntimeError(f"session {sid} has no root thread to continue")
+    if _first_turn_pending(record) and prompt.is_file() and input_text:
+        raise RuntimeError(f"session {sid} has not started its first turn: continue it "
+                           "without an input to deliver its recorded prompt")
+    run = _require_run(record)
+    if run_ids(sid) != [run["run_id"]] or record.get("current_run_id") != run["run_id"]:
+        raise RuntimeError(f"session {sid} must have exactly its one active run "
+                           f"{record.get('current_run_id')}; found run directories "
+                           f"{run_ids(sid)}")
+    try:
+        read_capabilities(session_dir(sid))
+    except CapabilityUnavailable as exc:
+        raise RuntimeError(f"session {sid}: root {exc}") from None
+    return _root_launcher(record)
+
+
+def relaunch_root(record: dict[str, Any], input_text: str | None,
+                  host: Any = None) -> dict[str, Any]:
+    """Start a new root host on the same thread (after pause, suspension or host loss).
+
+    The caller made sure the old host is gone; an app-server it left alive is
+    adopted by the new host, with whatever turn it is still running. A root with no
+    turn yet starts from its recorded prompt. If the launch fails, the fields written
+    for it are put back.
+    """
     sid = record["session_id"]
+    host = host or _root_launcher(record)
     try:
         _verify_homes(record)
     except RuntimeError as exc:
@@ -254,25 +320,34 @@ def relaunch_root(record: dict[str, Any], input_text: str | None) -> dict[str, A
     fields.update(failure=REMOVE, resume_error=REMOVE, error=REMOVE,
                   root_continue_input=input_text or "Continue.")
     update_session(sid, **fields)
-    spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
-    host = execution_host(spec.host)
-    pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
+    try:
+        from mmo_kernel.gateway.process import revive_gateway
+
+        revive_gateway()  # an idle gateway may have exited: the agents' url must answer
+        pid, token = host.launch_root(sid, session_file(sid, "root-host.log"),
+                                      dict(os.environ))
+    except BaseException:
+        update_session(sid, **{k: record.get(k, REMOVE) for k in fields})
+        raise
     # one write: a reader never sees "running" without the host that makes it so
     return update_session(sid, status="running", root_pid=pid, root_pgid=pid,
                           root_start_token=token)
 
 
 def continue_session(session_id: str, input_text: str | None = None) -> dict[str, Any]:
-    """Relaunch the root and every paused worker on their same threads."""
+    """Relaunch the root and every paused worker on their same threads.
+
+    Everything the relaunch needs (session and run records, the runs inventory, the
+    profile snapshot and its host, the capability, a thread or a recorded prompt) is
+    checked first: a refusal changes nothing (no host, no audit event, same record).
+    """
     with lifecycle_lock(session_dir(session_id)):
         record = load_session(session_id)
-        if record["status"] in TERMINAL_SESSION_STATUSES:
-            raise RuntimeError(f"terminal immutable session {session_id} cannot be continued")
-        if not record.get("root_thread_id"):
-            raise RuntimeError(f"session {session_id} has no root thread to continue")
-        if _host_alive(record):
-            raise RuntimeError(f"session {session_id} already has a live root host")
-        record = relaunch_root(record, input_text)
+        host = _check_continue(record, input_text)
+        first_turn = _first_turn_pending(record)
+        record = relaunch_root(record, input_text, host)
+        _audit(record, "run_resumed", host_relaunched=True, first_turn=first_turn,
+               root_thread_id=record.get("root_thread_id"))
         resumed, errors = _continue_jobs(session_id, record.get("paused_job_ids") or [])
         record = update_session(session_id, paused_job_ids=REMOVE)
         return {"session": record, "resumed_jobs": resumed, "resume_errors": errors}
@@ -301,9 +376,10 @@ def _continue_jobs(session_id: str, job_ids: list[str]) -> tuple[list[str], dict
 
 
 def compact_session(session_id: str) -> dict[str, Any]:
-    """On a paused session: compact the root thread, then cold-pause again."""
-    from mmo_kernel.plugin.manager import execution_host
-    from mmo_kernel.profiles.snapshots import snapshot_profile
+    """On a paused session: compact the root thread, then cold-pause again.
+
+    The run record and the profile snapshot's host are checked before anything changes.
+    """
     from mmo_kernel.sessions.records import utc_now
 
     with lifecycle_lock(session_dir(session_id)):
@@ -311,11 +387,16 @@ def compact_session(session_id: str) -> dict[str, Any]:
         if record["status"] != "paused":
             raise RuntimeError(f"cannot compact session from status {record['status']}; "
                                "pause it first")
-        spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
+        if not record.get("root_thread_id"):
+            raise RuntimeError(f"session {session_id} has no root thread to compact")
+        _require_run(record)
+        host = _root_launcher(record)
         update_session(session_id, root_continue_input=REMOVE)
         env = {**os.environ, "MMO_ROOT_HOST_MODE": "compact"}
         try:
-            host = execution_host(spec.host)
+            from mmo_kernel.gateway.process import revive_gateway
+
+            revive_gateway()  # an idle gateway may have exited: the agents' url must answer
             pid, token = host.launch_root(session_id, session_file(session_id, "root-host.log"),
                                           env)
             update_session(session_id, root_pid=pid, root_pgid=pid, root_start_token=token)
@@ -344,6 +425,7 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
         record = load_session(session_id)
         if record["status"] in TERMINAL_SESSION_STATUSES:
             raise RuntimeError(f"terminal immutable session {session_id} ({record['status']})")
+        _require_run(record)
         delivered = False
         try:
             result = _control(record, "stop")
@@ -351,6 +433,7 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
         except (ControlDeliveryUnknown, RuntimeError):
             delivered = False
         deadline = time.monotonic() + grace_seconds
+        _stop_stranded_jobs(session_id)
         finalizing = _finalize_jobs(session_id, record)
         exited = _wait_host_exit(record, grace_seconds)
         forced = not exited
@@ -371,6 +454,13 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
         record = read_session_record(session_id)
         _audit(record, "session_stopped", root_finalize_delivered=delivered, root_forced=forced)
         return {"session": record, "root_finalize_delivered": delivered, "root_forced": forced}
+
+
+def _stop_stranded_jobs(session_id: str) -> None:
+    """Jobs with no live host are stopped in place, never relaunched to finalize."""
+    from mmo_kernel.jobs.session_end import stop_stranded_jobs
+
+    stop_stranded_jobs(session_id, "stopped")
 
 
 def _finalize_jobs(session_id: str, record: dict[str, Any]) -> list[str]:

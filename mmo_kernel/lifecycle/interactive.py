@@ -2,7 +2,8 @@
 
 The root host runs the app-server in listen mode on a private unix socket
 (``root_app_server_socket_path``); the TUI (``<codex> --remote unix://SOCK resume
-THREAD``) runs as a child of the caller with the root's environment. The
+THREAD``, or without ``resume`` before the thread's first turn: see ``tui_argv``)
+runs as a child of the caller with the root's environment. The
 host outlives the TUI: when it exits the session is ``detached``, and a
 later resume re-attaches the same session, run, home, snapshot and thread.
 """
@@ -13,8 +14,10 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from mmo_kernel.hosts.codex_cli import thread_persisted
 from mmo_kernel.hosts.root_socket import root_app_server_socket_path
 from mmo_kernel.lifecycle.admission import admit_resume, seed_goal
 from mmo_kernel.lifecycle.controls import detach_session, load_session
@@ -36,6 +39,7 @@ _POLL = 0.05
 
 def _launch_host(record: dict[str, Any]) -> dict[str, Any]:
     """Start the root host (detached); it adopts a live app-server the record still names."""
+    from mmo_kernel.gateway.process import revive_gateway
     from mmo_kernel.plugin.manager import execution_host
     from mmo_kernel.profiles.snapshots import snapshot_profile
     from mmo_kernel.sessions.records import utc_now
@@ -43,6 +47,7 @@ def _launch_host(record: dict[str, Any]) -> dict[str, Any]:
     sid = record["session_id"]
     spec = snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]]
     host = execution_host(spec.host)
+    revive_gateway()  # a resume after the idle gateway exited: the agents' url must answer
     pid, token = host.launch_root(sid, session_file(sid, "root-host.log"), dict(os.environ))
     fields: dict[str, Any] = {"root_pid": pid, "root_pgid": pid, "root_start_token": token}
     if not record.get("started_at"):
@@ -72,9 +77,19 @@ def _wait_bound(session_id: str, timeout: float = BIND_TIMEOUT_SECONDS) -> dict[
 
 
 def tui_argv(record: dict[str, Any]) -> list[str]:
-    """``<codex> --remote unix://SOCK resume THREAD``: the TUI on the host's app-server."""
+    """``<codex> --remote unix://SOCK resume THREAD``: the TUI on the host's app-server.
+
+    Codex saves a thread only with its first turn and cannot resume one it never
+    saved, so before the first turn the TUI starts the thread itself
+    (``<codex> --remote unix://SOCK``) and the root host adopts it.
+    """
     endpoint = f"unix://{root_app_server_socket_path(record['session_id'])}"
-    return [record["codex_binary"], "--remote", endpoint, "resume", record["root_thread_id"]]
+    argv = [record["codex_binary"], "--remote", endpoint]
+    thread = record.get("root_thread_id")
+    home = Path(record["homes"][record["root_agent"]]["home"])  # the root's CODEX_HOME
+    if thread and thread_persisted(home, thread):
+        argv += ["resume", thread]
+    return argv
 
 
 def _run_tui(record: dict[str, Any]) -> int:

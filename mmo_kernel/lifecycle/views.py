@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
 from mmo_kernel import package_version
 from mmo_kernel.sessions.records import (
     installed_root_host,
-    iter_session_records,
     read_run_record,
     run_ids,
     session_dir,
@@ -49,16 +50,29 @@ def root_host_name(record: dict[str, Any]) -> str:
     return snapshot_profile(record["snapshot_hash"]).agents[record["root_agent"]].host
 
 
-def iter_sessions(all_sessions: bool = True) -> list[dict[str, Any]]:
-    """Every session, newest first, each reconciled with the processes that exist."""
-    from mmo_kernel.lifecycle.controls import load_session
+def iter_sessions(all_sessions: bool = True, include_unreadable: bool = False, *,
+                  status: str | Collection[str] | None = None, agent: str | None = None,
+                  profile: str | None = None, since: str | datetime | None = None,
+                  limit: int | None = None, summary: bool = False) -> list[dict[str, Any]]:
+    """Sessions, newest first, each reconciled with the processes that exist.
 
-    records = [load_session(r["session_id"]) for r in iter_session_records()]
-    if not all_sessions:
-        from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES
+    Served from the listing index (``state.index``; every record file is stat'ed and the
+    changed ones re-read first). ``all_sessions=False`` leaves out finished sessions;
+    ``status`` (one or several) keeps only those statuses, finished ones included;
+    ``agent`` (the root agent), ``profile`` and ``since`` (``created_at`` at or after an
+    ISO time) filter; ``limit`` keeps the newest N. Only the rows whose status a
+    reconciliation may change are reconciled. ``summary=True`` returns summaries
+    (``session_id``, ``root_agent``, ``profile_id``, ``cwd``, ``status``, ``created_at``,
+    ``updated_at``) without reading the records that need no reconciliation.
 
-        records = [r for r in records if r["status"] not in TERMINAL_SESSION_STATUSES]
-    return records
+    With ``include_unreadable`` a record that cannot be read (or reconciled) is an
+    ``unreadable`` row (``state.records.unreadable_row``), kept by every filter and
+    beyond the limit; without it such a record raises ``invalid session state``.
+    """
+    from mmo_kernel.lifecycle.session_listing import list_sessions
+
+    return list_sessions(all_sessions, include_unreadable, status=status, agent=agent,
+                         profile=profile, since=since, limit=limit, summary=summary)
 
 
 def root_mcp_token(session_id: str) -> str:

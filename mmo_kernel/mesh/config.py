@@ -4,7 +4,10 @@ Tokens never appear here except a native agent's own token, which lives in
 that native agent's config ``env`` (spec 02). The root and worker tokens,
 the run id and the worker's job id reach the server through ``env_vars``:
 Codex forwards them from the agent process environment built by
-``session_environment``.
+``session_environment``. ``MMO_CONFIG_DIR`` (the server reads settings, tool
+servers and ``credentials.env`` there) is fixed in this entry's ``env`` and is
+never in the agent's shell: the home's ``shell_environment_policy`` excludes it
+(``mmo_kernel.sessions.homes.SHELL_EXCLUDES``).
 """
 
 from __future__ import annotations

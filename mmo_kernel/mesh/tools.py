@@ -46,7 +46,8 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         _spec(
             "agents_wait",
             a.WaitArgs,
-            "Wait until jobs finish or progress, with bounded result previews.",
+            "Wait until jobs finish or progress, or stop to await your control "
+            "(suspended, paused), with bounded result previews.",
         ),
         _spec(
             "agent_result",

@@ -129,8 +129,8 @@ def _write_tree(root: Path, files: dict[str, bytes], manifest: dict[str, Any]) -
         for rel, data in sorted(files.items()):
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(target, data, mode=0o444)
-        atomic_write_bytes(staging / MANIFEST, _canonical_json(manifest), mode=0o444)
+            atomic_write_bytes(target, data, mode=0o444, redact=False)  # digests are recorded
+        atomic_write_bytes(staging / MANIFEST, _canonical_json(manifest), mode=0o444, redact=False)
         directories = sorted(
             (p for p in staging.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)
         )

@@ -1,11 +1,13 @@
 """Agent homes: the private ``CODEX_HOME`` each agent of a session runs in (spec 02).
 
 A home holds a generated ``config.toml`` (never a secret: env var *names*
-only), the agent's guidance as ``AGENTS.md``, the team's orchestration skill,
-a model catalog describing its model (read by Codex only where the route asks:
-slugs Codex does not know), ``auth.json`` for Codex's own login, and
-native-agent definition files. The session records every file's sha256 so a
-resume can verify and restore the home.
+only; its ``shell_environment_policy`` keeps credentials, MMO's capabilities
+and the config dir out of the agent's shell), the agent's guidance as
+``AGENTS.md``, the team's orchestration skill, a model catalog describing
+its model (read by Codex only where the route asks: slugs Codex does not
+know), ``auth.json`` for Codex's own login, and native-agent definition files.
+The session records every file's sha256 so a resume can verify and restore
+the home.
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ from mmo_kernel.plugin.drivers import RouteDriver, opt_ins_by_bridge
 from mmo_kernel.plugin.manager import driver_names, route_driver, tool_bridge
 from mmo_kernel.profiles.schema import PROFILE_SKILL_RELATIVE_PATH, agent_guidance_relative_path
 from mmo_kernel.profiles.snapshots import CATALOG_JSON, snapshot_profile
+from mmo_kernel.state import redaction
 from mmo_kernel.state.files import atomic_write_bytes
 from mmo_kernel.state.paths import user_codex_home
 from mmo_kernel.tools.servers import ToolServer
 
 MODEL_CATALOG_FILE = "model-catalog.json"
 NATIVE_AGENTS_DIR = "native-agents"
+SHELL_EXCLUDES = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*",
+                  "MMO_CONFIG_DIR", "MMO_CALLER_*", "MMO_NATIVE_CALLER_*")
+"""Variables Codex keeps out of the agent's shell (case-insensitive globs): credential-like
+names, the config dir (``credentials.env`` lives there; the ``mmo_mesh`` server gets it
+from its own ``env``) and MMO's capabilities (the server gets them through ``env_vars``)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,17 @@ def snapshot_catalog(snapshot: dict[str, Any]) -> tuple[dict[str, Route], dict[s
     data = json.loads((Path(snapshot["directory"]) / CATALOG_JSON).read_bytes())
     routes = {rid: Route.model_validate(r) for rid, r in data.get("routes", {}).items()}
     models = {mid: Model.model_validate(m) for mid, m in data.get("models", {}).items()}
+    redaction.register_names(name for route in routes.values()
+                             for name in (route.credential_env, *route.env_http_headers.values())
+                             if name)
     return routes, models
+
+
+def shell_environment_policy(credential_names: list[str]) -> dict[str, Any]:
+    """Codex's ``[shell_environment_policy]``: everything passes except ``SHELL_EXCLUDES``
+    and the credentials this agent's process holds (its route's and tool servers')."""
+    return {"inherit": "all", "ignore_default_excludes": False,
+            "exclude": [*SHELL_EXCLUDES, *sorted(set(credential_names))]}
 
 
 def _agent_depth(profile: Any, agent: str) -> int:
@@ -168,6 +186,8 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
         "tool_mcp_envs": tool_envs,
         "tool_mcp_http_envs": tool_http_envs,
     }
+    config["shell_environment_policy"] = shell_environment_policy(
+        [name for names in envs.values() for name in names])
     return config, envs
 
 
@@ -197,8 +217,10 @@ def _native_config(profile: Any, parent: str, native: str, snapshot_dir: Path,
 
 
 def _write(path: Path, data: bytes, mode: int = 0o600) -> str:
+    """Write a home file (credential values redacted) and return the digest of what was written."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write_bytes(path, data, mode=mode)
+    data = redaction.redact_bytes(data)
+    atomic_write_bytes(path, data, mode=mode, redact=False)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -255,6 +277,9 @@ def materialize_home(snapshot: dict[str, Any], agent: str, home: Path, ctx: Home
         envs["tool_mcp_envs"] = sorted(set(envs["tool_mcp_envs"]) | set(native_envs))
         envs["tool_mcp_http_envs"] = sorted(set(envs["tool_mcp_http_envs"]) | set(native_http))
     record["native_agent_files"] = natives
+    if spec.native_agents:  # their tool servers' credentials are in this process too
+        config["shell_environment_policy"] = shell_environment_policy(
+            [name for names in envs.values() for name in names])
     record["config_toml"] = str(home / "config.toml")
     record["config_sha256"] = _write(home / "config.toml", tomlkit.dumps(config).encode())
     record["direct_header_envs"] = envs["direct_header_envs"]

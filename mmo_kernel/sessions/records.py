@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from mmo_kernel import package_version
 from mmo_kernel.errors import RecordError
+from mmo_kernel.sessions.index_rows import publish_session
 from mmo_kernel.state.files import (
     MMO_SCHEMA_VERSION,
     atomic_write_json,
@@ -26,7 +27,7 @@ from mmo_kernel.state.files import (
     safe_path,
 )
 from mmo_kernel.state.paths import ensure_private_dir, state_dir
-from mmo_kernel.state.records import StrictRecord, read_record, validate_model
+from mmo_kernel.state.records import StrictRecord, read_record, unreadable_row, validate_model
 
 SESSION_STATUSES = ("starting", "running", "detached", "paused", "suspended", "cancelling",
                     "completed", "failed", "cancelled", "stopped")
@@ -128,6 +129,7 @@ class SessionRecord(StrictRecord):
     root_continue_input: str | None = None
     cold_pause_pending: bool | None = None
     paused_job_ids: list[str] | None = None
+    stopped_jobs: list[str] | None = None  # jobs stopped in place when the session ended
     pending_requests: list[dict[str, Any]] | None = None
     prompt: str | None = None
     sandbox_mode: str | None = None
@@ -265,7 +267,9 @@ def write_session_record(record: dict[str, Any]) -> dict[str, Any]:
     _check_session(record)
     directory = session_dir(record["session_id"])
     directory.mkdir(mode=0o700, exist_ok=True)
-    atomic_write_json(session_file(record["session_id"], "session.json"), record)
+    path = session_file(record["session_id"], "session.json")
+    atomic_write_json(path, record)
+    publish_session(record, path)  # the listing index row; never fails the write
     return record
 
 
@@ -293,11 +297,13 @@ def run_ids(session_id: str) -> list[str]:
     return sorted(p.name for p in runs.iterdir())
 
 
-def iter_session_records() -> list[dict[str, Any]]:
+def iter_session_records(include_unreadable: bool = False) -> list[dict[str, Any]]:
     """Every session record, newest first; a pure read (no reconciliation).
 
     An invalid record is reported, never skipped: it raises
-    ``RuntimeError("invalid session state ...")`` naming the directory.
+    ``RuntimeError("invalid session state ...")`` naming the directory, or,
+    with ``include_unreadable`` (what listings for people use), it is listed as
+    an ``unreadable`` row (``unreadable_row``) and the others still are.
     """
     root = sessions_root()
     if not root.exists():
@@ -309,5 +315,9 @@ def iter_session_records() -> list[dict[str, Any]]:
         try:
             records.append(read_session_record(entry.name))
         except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
-            raise RuntimeError(f"invalid session state in {entry}: {exc}") from exc
+            if not include_unreadable:
+                raise RuntimeError(f"invalid session state in {entry}: {exc}") from exc
+            if entry.is_dir():  # else removed meanwhile: nothing to list
+                records.append(unreadable_row("session_id", entry.name,
+                                              entry / "session.json", exc))
     return records

@@ -20,6 +20,7 @@ from mmo_kernel.sessions.records import (
 )
 from mmo_kernel.state.files import read_json, runtime_lock, safe_path
 from mmo_kernel.state.paths import state_dir
+from mmo_kernel.state.processes import process_matches
 
 STALE_COMPILE_SECONDS = 3600.0
 """A ``.compile-*`` staging dir this old was left by a compile that crashed."""
@@ -84,8 +85,11 @@ def _stale_compiles(cutoff: float) -> list[Path]:
 
 
 def _job_reason(record: dict[str, Any], cutoff: datetime, leaving: set[str]) -> str | None:
-    """Why a job goes (None: it stays). Only terminal jobs ever go."""
+    """Why a job goes (None: it stays). Only terminal jobs go, and jobs no one can ever
+    continue: their session is gone and no process of theirs runs."""
     if record.get("status") not in TERMINAL_JOB_STATUSES:
+        if _session_state(record.get("session_id")) == "gone" and not _runs(record):
+            return "its session is gone and nothing runs it"
         return None
     if record.get("session_id") in leaving:
         return "its session is removed"
@@ -95,6 +99,12 @@ def _job_reason(record: dict[str, Any], cutoff: datetime, leaving: set[str]) -> 
     if state == "terminal" and _older_than(record.get("finished_at"), cutoff):
         return "expired"
     return None
+
+
+def _runs(record: Mapping[str, Any]) -> bool:
+    """Whether the job's host or agent server is still alive."""
+    return any(process_matches(record.get(pid), record.get(token)) for pid, token in (
+        ("runner_pid", "runner_start_token"), ("app_server_pid", "app_server_start_token")))
 
 
 def _expired_jobs(cutoff: datetime, leaving: set[str]) -> list[dict[str, Any]]:

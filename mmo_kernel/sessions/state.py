@@ -87,18 +87,26 @@ def update_session(session_id: str, *, status_if: Collection[str] | None = None,
         record = read_session_record(session_id)
         if status_if is not None and record["status"] not in status_if:
             fields.pop("status", None)
-        updated = write_session_record(_apply_fields(record, fields))
-        if "status" in fields and fields["status"] != record["status"]:
-            _sync_run(updated)
+        updated = _apply_fields(record, fields)
+        run = _run_to_sync(record, updated)  # read first: an unreadable run changes nothing
+        updated = write_session_record(updated)
+        _sync_run(updated, run)
         return updated
 
 
-def _sync_run(record: dict[str, Any]) -> None:
+def _run_to_sync(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    """The run record a status change must follow, read *before* anything is written, so a
+    truncated or invalid ``run.json`` refuses the whole change instead of half of it."""
+    run_id = session_run_id(before)
+    if not run_id or after.get("status") == before["status"]:
+        return None
+    return read_run_record(before["session_id"], run_id)
+
+
+def _sync_run(record: dict[str, Any], run: dict[str, Any] | None) -> None:
     """The run's status follows the session's; a terminal run is closed in place."""
-    run_id = session_run_id(record)
-    if not run_id:
+    if run is None:
         return
-    run = read_run_record(record["session_id"], run_id)
     run["status"] = record["status"]
     if record["status"] in TERMINAL_SESSION_STATUSES:
         run["finished_at"] = record.get("finished_at") or utc_now()
@@ -118,8 +126,10 @@ def transition(session_id: str, status: str, **fields: Any) -> dict[str, Any]:
             fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
         if status == "stopped":  # a stop retires the hosts: their identity goes with them
             fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
-        updated = write_session_record(_apply_fields(record, fields))
-        _sync_run(updated)
+        updated = _apply_fields(record, fields)
+        run = _run_to_sync(record, updated)
+        updated = write_session_record(updated)
+        _sync_run(updated, run)
     if status in TERMINAL_SESSION_STATUSES:
         session_file(session_id, "capabilities.json").unlink(missing_ok=True)
     return updated
@@ -180,18 +190,51 @@ def client_alive(record: dict[str, Any]) -> bool:
     return process_matches(record.get("root_client_pid"), record.get("root_client_start_token"))
 
 
+def _transition_if(record: dict[str, Any], status: str, **fields: Any) -> dict[str, Any]:
+    """``transition`` only if the record still names the same status and host as when the
+    caller looked: a reconciling reader never overwrites a change made meanwhile (a
+    continue that launched a new host, a host that published itself)."""
+    keys = ("status", "root_pid", "root_start_token", "root_client_pid",
+            "root_client_start_token")
+    with runtime_lock():
+        current = read_session_record(record["session_id"])
+        if any(current.get(k) != record.get(k) for k in keys):
+            return current
+        return transition(record["session_id"], status, **fields)
+
+
+def _host_lost(record: dict[str, Any]) -> dict[str, Any]:
+    """``suspended`` with what really happened; the lost host's identity is kept (spec 03)."""
+    pid = record.get("root_pid")
+    host = f"root host {pid}" if pid is not None else "root host"
+    if record.get("root_thread_id"):
+        reason = f"{host} is gone"
+    else:
+        reason = f"{host} died during start-up, before the root thread existed"
+    return _transition_if(record, "suspended", error=reason,
+                          failure={"kind": "host_lost", "retryable": True, "message": reason})
+
+
 def reconcile(record: dict[str, Any]) -> dict[str, Any]:
-    """Bring a record in line with the processes that really exist (run on load)."""
+    """Bring a record in line with the processes that really exist (run on load).
+
+    A live session (``starting``, ``running``, ``detached``) whose recorded host is
+    dead, with no attached client either, is ``suspended`` with the reason; it can be
+    continued (from the recorded prompt when no root thread exists yet). Only a
+    ``starting`` session that never recorded a host is ``failed``, after the grace.
+    """
     status = record["status"]
-    sid = record["session_id"]
-    if status == "starting" and not host_alive(record):
+    if status not in ("starting", "running", "detached"):
+        return record
+    if host_alive(record) or client_alive(record):
+        return record
+    recorded = record.get("root_pid") is not None
+    if status == "starting" and not recorded:
         created = record.get("run_created_at") or record.get("created_at")
         if _age_seconds(created) > STARTUP_GRACE_SECONDS:
-            return transition(sid, "failed", error="root host never started (stale starting)")
-    if status == "running" and not host_alive(record) and not client_alive(record):
-        if not record.get("root_pid") and record.get("session_kind") == "interactive":
-            return record
-        return transition(sid, "suspended", error="root host is gone",
-                          failure={"kind": "host_lost", "retryable": True,
-                                   "message": "the root host process is gone"})
-    return record
+            return _transition_if(record, "failed",
+                                  error="root host never started (stale starting)")
+        return record
+    if not recorded and (status == "detached" or record.get("session_kind") == "interactive"):
+        return record
+    return _host_lost(record)

@@ -2,7 +2,8 @@
 
 One compact JSON object per line (``separators=(",", ":")``), appended with
 a single ``write`` and fsynced, so a crash can at worst tear the last line;
-readers skip a torn line instead of losing the whole log.
+readers skip a torn line instead of losing the whole log. Known credential
+values are redacted from every string of the object before it is encoded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mmo_kernel.errors import StateError
+from mmo_kernel.errors import StateError, StorageError
+from mmo_kernel.state.redaction import redact_value
 
 RESERVED_AUDIT_KEYS = frozenset({"event", "at", "run_id"})
 _NATIVE_ACTOR: ContextVar[str | None] = ContextVar("mmo_native_actor", default=None)
@@ -43,8 +45,9 @@ def utc_timestamp() -> str:
 
 
 def encode_line(obj: Any) -> bytes:
-    """One compact JSON line (newline-terminated) for ``obj``."""
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    """One compact JSON line (newline-terminated) for ``obj``, credential values redacted."""
+    text = json.dumps(redact_value(obj), separators=(",", ":"), ensure_ascii=False)
+    return (text + "\n").encode("utf-8")
 
 
 def _open_append(path: Path) -> int:
@@ -71,14 +74,36 @@ def append_jsonl(path: Path, obj: Any) -> None:
     object stays on a line of its own (the torn text is kept as evidence).
     """
     line = encode_line(obj)
-    fd = _open_append(Path(path))
+    try:
+        fd = _open_append(Path(path))
+    except OSError as exc:
+        raise StorageError.wrap(exc, "write", path) from None
     try:
         if _ends_torn(fd):
             line = b"\n" + line
-        os.write(fd, line)
+        _write_all(fd, line)
         os.fsync(fd)
+    except OSError as exc:
+        raise StorageError.wrap(exc, "write", path) from None
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, line: bytes) -> None:
+    """Write every byte of ``line``; if the disk fills up part-way, take the part back.
+
+    The log is then as it was (no torn line of ours), unless another writer
+    appended meanwhile, whose line is never cut.
+    """
+    before = os.fstat(fd).st_size
+    written = 0
+    try:
+        while written < len(line):
+            written += os.write(fd, line[written:])
+    except OSError:
+        if written and os.fstat(fd).st_size == before + written:
+            os.ftruncate(fd, before)
+        raise
 
 
 def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmo_kernel.errors import StateError
+from mmo_kernel.errors import StateError, StorageError
 from mmo_kernel.state.paths import STATE_SUBDIRS, ensure_private_dir, state_dir
+from mmo_kernel.state.redaction import redact_bytes, redact_value
 
 if TYPE_CHECKING:
     from filelock import UnixFileLock
@@ -40,10 +41,26 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write via temp file + fsync + rename so readers never see half a file."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *,
+                       redact: bool = True) -> None:
+    """Write via temp file + fsync + rename so readers never see half a file.
+
+    Known credential values are redacted first (``mmo_kernel.state.redaction``;
+    JSON stays valid JSON, non-UTF-8 bytes are kept). ``redact=False`` is for
+    the user's own content written back verbatim: patches, workspace files,
+    profile snapshots whose digests are recorded.
+
+    A full disk (or quota, or an I/O error) raises ``StorageError``
+    (``cannot write <path>: no space left on device``); the old file is kept
+    and no temp file is left behind.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if redact:
+        data = redact_bytes(data)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StorageError.wrap(exc, "write", path) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -51,19 +68,29 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StorageError.wrap(exc, "write", path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    try:
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StorageError.wrap(exc, "write", path) from None
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+def atomic_write_text(path: Path, text: str, mode: int = 0o600, *, redact: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode, redact=redact)
 
 
-def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
-    """Pretty, sorted JSON written atomically (records are read by people too)."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
+def atomic_write_json(path: Path, data: Any, mode: int = 0o600, *, redact: bool = True) -> None:
+    """Pretty, sorted JSON written atomically (records are read by people too).
+
+    Credential values are redacted string by string before serializing.
+    """
+    text = json.dumps(redact_value(data) if redact else data, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(path, text, mode, redact=False)
 
 
 def read_json(path: Path) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import IO
 
 import psutil
+
+from mmo_kernel.state.redaction import REDACTED_MAIN
 
 Output = Path | int | IO[bytes] | None
 """Where a detached child's stdout/stderr go: a file path (appended, ``0600``),
@@ -190,9 +193,14 @@ def spawn_detached(argv: list[str], *, cwd: Path | str, env: Mapping[str, str],
 
     stdin is ``/dev/null``; the child is not tied to the caller's terminal,
     so Ctrl-C in the caller does not reach it. Returns ``(pid, start_token)``.
+    A Python module (``[sys.executable, "-m", module, ...]``) whose output goes
+    to a log file runs with its standard streams redacted (same process, see
+    ``mmo_kernel.state.redaction``), so its log never holds a credential value.
     """
     if not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv must be a non-empty list of strings")
+    if isinstance(stdout, Path) or isinstance(stderr, Path):
+        argv = _redacted_python(argv)
     out, close_out = _open_output(stdout)
     err, close_err = _open_output(stderr)
     try:
@@ -207,6 +215,14 @@ def spawn_detached(argv: list[str], *, cwd: Path | str, env: Mapping[str, str],
     with _spawned_lock:
         _spawned[popen.pid] = popen
     return popen.pid, _token_of(psutil.Process(popen.pid))
+
+
+def _redacted_python(argv: list[str]) -> list[str]:
+    """``python -m M args`` -> ``python -m <redacting runner> M args``; other argv unchanged."""
+    if len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" \
+            and argv[2] != REDACTED_MAIN:
+        return [argv[0], "-m", REDACTED_MAIN, *argv[2:]]
+    return argv
 
 
 def reap_spawned() -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mmo_kernel import package_version
-from mmo_kernel.errors import RecordError, format_validation_error
+from mmo_kernel.errors import RecordError
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION, read_json
 
 T = TypeVar("T")
@@ -71,19 +71,71 @@ def reject_retired_fields(doc: Mapping[str, Any], retired: Iterable[str], where:
         raise RecordError(f"{where}: retired fields are not supported: {', '.join(present)}")
 
 
+MAX_REPORTED_PROBLEMS = 5
+"""A record broken in many places names this many fields, then says how many more."""
+
+
+def field_problems(exc: ValidationError) -> str:
+    """``field 'created_at': Input should be a valid string; ...`` on one line.
+
+    Session, run and job records (and any other strict record) are reported
+    this way, so a user sees which key of the file to fix, never a pydantic dump.
+    """
+    parts = []
+    errors = exc.errors()
+    for err in errors[:MAX_REPORTED_PROBLEMS]:
+        name = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        else:
+            message = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+        parts.append(f"field '{name}': {message}" if name else message)
+    if len(errors) > MAX_REPORTED_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS} more")
+    return "; ".join(parts)
+
+
 def validate_model(model: type[M], doc: Mapping[str, Any], where: str) -> M:
-    """``model.model_validate(doc)``, a problem being one readable line naming ``where``."""
+    """``model.model_validate(doc)``; a problem is one line, ``<where>: field '<key>': <why>``."""
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
-        raise RecordError(f"{where}: {format_validation_error(exc)}") from None
+        raise RecordError(f"{where}: {field_problems(exc)}") from None
 
 
 def _apply(validator: Callable[[dict[str, Any]], T] | type[BaseModel],
            doc: dict[str, Any], where: str) -> Any:
-    if not (isinstance(validator, type) and issubclass(validator, BaseModel)):
+    if isinstance(validator, type) and issubclass(validator, BaseModel):
+        return validate_model(validator, doc, where)
+    try:
         return cast(Callable[[dict[str, Any]], Any], validator)(doc)
-    return validate_model(validator, doc, where)
+    except RecordError as exc:  # a callable validator may not know the file: name it
+        if where in str(exc):
+            raise
+        raise RecordError(f"{where}: {exc}") from None
+
+
+UNREADABLE = "unreadable"
+"""The ``status`` of a listing row that stands for a record that could not be read."""
+
+
+def unreadable_row(id_field: str, record_id: str, path: Path, exc: BaseException,
+                   **known: Any) -> dict[str, Any]:
+    """A listing row for a record that failed to read: ``{<id_field>, "status": "unreadable",
+    "error", "record_path"}``, plus what is still known about it (e.g. its session).
+
+    Listings show such a row instead of failing as a whole or skipping the record.
+    """
+    reason = " ".join(str(exc).split()) or exc.__class__.__name__
+    if isinstance(exc, FileNotFoundError) and str(path) not in reason:
+        reason = f"{path}: the record is missing"
+    return {id_field: record_id, "status": UNREADABLE, "error": reason,
+            "record_path": str(path), **known}
+
+
+def is_unreadable(row: Mapping[str, Any]) -> bool:
+    """True for a row made by ``unreadable_row``."""
+    return row.get("status") == UNREADABLE and "record_path" in row
 
 
 def read_record(

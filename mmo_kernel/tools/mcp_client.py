@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mmo_kernel import package_version
 from mmo_kernel.state.processes import terminate_process_groups
+from mmo_kernel.state.redaction import pump_redacted
 from mmo_kernel.tools.servers import ToolServer, check_http_header_value
 
 log = logging.getLogger("mmo.mcp_client")
@@ -203,9 +204,8 @@ class StdioMcpClient(McpClient):
                  stderr_path: Path | None = None) -> None:
         super().__init__(server)
         argv = [str(server.command), *server.args]
-        stderr_target: Any = subprocess.DEVNULL
-        if stderr_path is not None:
-            stderr_target = open(stderr_path, "ab")  # noqa: SIM115 - closed right after spawn
+        # the server holds credentials: its stderr reaches the log redacted, through a pump
+        stderr_target: Any = subprocess.DEVNULL if stderr_path is None else subprocess.PIPE
         try:
             self._popen = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_target,
@@ -213,9 +213,9 @@ class StdioMcpClient(McpClient):
         except OSError as exc:
             raise McpTransportError(
                 self.name, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-        finally:
-            if stderr_path is not None:
-                stderr_target.close()
+        if stderr_path is not None:
+            assert self._popen.stderr is not None
+            pump_redacted(self._popen.stderr, stderr_path, name=f"mcp-{self.name}-stderr")
         self.pid = self._popen.pid
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()

@@ -7,9 +7,12 @@ exactly on failure. This package is its public surface:
 
 - models: :class:`WorkspaceHandle`, :class:`Patch`, :class:`Artifact`,
   :class:`PathState` (``PathKind``), :class:`ApplyReceipt`, and the refusals
-  :class:`PreimageMismatch` and :class:`PatchReversalError`;
+  :class:`PreimageMismatch`, :class:`PatchReversalError` and
+  :class:`UnsafeSymlink` (a symlink leading outside the workspace);
 - patch helpers shared by every isolator: path checks (``check_relative_path``,
-  ``contained_path``, ``check_label``, ``private_dest``), file state
+  ``contained_path``, ``check_label``, ``private_dest``), symlink checks
+  (``check_symlinks`` at capture and before an apply, ``check_applied_symlinks``
+  after one), file state
   (``read_state``, ``sha256_bytes``) and the apply/reverse engine
   (``check_preimage``, ``begin_receipt``, ``finish_receipt``,
   ``provisional_created``, ``verify_postimage``, ``reverse_apply``);
@@ -38,11 +41,14 @@ if TYPE_CHECKING:
         PathKind,
         PathState,
         PreimageMismatch,
+        UnsafeSymlink,
         WorkspaceHandle,
         begin_receipt,
+        check_applied_symlinks,
         check_label,
         check_preimage,
         check_relative_path,
+        check_symlinks,
         contained_path,
         finish_receipt,
         private_dest,
@@ -66,13 +72,16 @@ __all__ = [
     "PathKind",
     "PathState",
     "PreimageMismatch",
+    "UnsafeSymlink",
     "WorkspaceHandle",
     "atomic_write_bytes",
     "atomic_write_json",
     "begin_receipt",
+    "check_applied_symlinks",
     "check_label",
     "check_preimage",
     "check_relative_path",
+    "check_symlinks",
     "contained_path",
     "finish_receipt",
     "normalize_write_scopes",
@@ -90,8 +99,9 @@ __getattr__ = lazy_exports(__name__, {
     "mmo_kernel.state.files": ("atomic_write_bytes", "atomic_write_json"),
     "mmo_kernel.workspace.patches": (
         "ApplyReceipt", "Artifact", "Patch", "PatchReversalError", "PathKind", "PathState",
-        "PreimageMismatch", "WorkspaceHandle", "begin_receipt", "check_label", "check_preimage",
-        "check_relative_path", "contained_path", "finish_receipt", "private_dest",
+        "PreimageMismatch", "UnsafeSymlink", "WorkspaceHandle", "begin_receipt",
+        "check_applied_symlinks", "check_label", "check_preimage", "check_relative_path",
+        "check_symlinks", "contained_path", "finish_receipt", "private_dest",
         "provisional_created", "read_state", "reverse_apply", "sha256_bytes", "verify_postimage",
     ),
     "mmo_kernel.workspace.write_scopes": (

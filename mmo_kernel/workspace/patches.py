@@ -13,7 +13,8 @@ import hashlib
 import os
 import posixpath
 import stat
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -25,14 +26,18 @@ PathKind = Literal["absent", "file", "symlink", "dir", "other"]
 
 
 def check_relative_path(value: str) -> str:
-    """A safe workspace-relative POSIX path: no absolute path, no ``..``, nothing in ``.git``."""
+    """A safe workspace-relative POSIX path: no absolute path, no ``..``, nothing in ``.git``.
+
+    ``..`` is checked before normalization so its refusal says why (``a/../b``
+    is not merely "unnormalized": it names a parent directory).
+    """
     if not value or value.startswith("/") or "\0" in value:
         raise ValueError(f"unsafe patch path {value!r}: must be a relative path")
     parts = value.split("/")
-    if posixpath.normpath(value) != value or ".." in parts:
-        raise ValueError(
-            f"unsafe patch path {value!r}: must be normalized and stay inside the workspace"
-        )
+    if ".." in parts:
+        raise ValueError(f"unsafe patch path {value!r}: '..' would leave the workspace")
+    if posixpath.normpath(value) != value:
+        raise ValueError(f"unsafe patch path {value!r}: must be a normalized relative path")
     if ".git" in parts:
         raise ValueError(f"unsafe patch path {value!r}: git metadata is never patched")
     return value
@@ -182,6 +187,113 @@ def read_state(root: Path, relative: str) -> tuple[PathKind, str | None, bytes |
     return "other", None, None, mode
 
 
+MAX_SYMLINK_HOPS = 40
+"""Like the kernel's own limit: a longer chain of links is refused, not followed."""
+
+
+class UnsafeSymlink(ValueError):
+    """A patch would leave a symlink that leads outside the workspace (spec 06).
+
+    ``links`` maps each refused link's relative path to ``(target, why)``.
+    """
+
+    def __init__(self, links: Mapping[str, tuple[str, str]], note: str = "") -> None:
+        self.links = dict(sorted(links.items()))
+        named = "; ".join(f"{path} -> {target} ({why})"
+                          for path, (target, why) in self.links.items())
+        tail = f"; {note}" if note else ""
+        super().__init__(f"unsafe symlink in patch: {named}; a symlink must be relative and "
+                         f"stay inside the workspace{tail}")
+
+
+def _link_at(root: Path, relative: str, overlay: Mapping[str, str | None]) -> str | None:
+    """The target of the link at ``relative`` (the overlay, i.e. the patch, wins), else None.
+
+    Under a path the overlay changes, only the overlay counts: what is on disk
+    there now is what the patch replaces.
+    """
+    if relative in overlay:
+        return overlay[relative]
+    if any(parent in overlay for parent in _parents(relative)):
+        return None
+    try:
+        info = os.lstat(Path(root) / relative)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return os.readlink(Path(root) / relative) if stat.S_ISLNK(info.st_mode) else None
+
+
+def symlink_escape(root: Path, relative: str, target: str,
+                   overlay: Mapping[str, str | None] | None = None) -> tuple[str | None, list[str]]:
+    """Why the link ``relative -> target`` would lead outside ``root`` (None: it stays inside),
+    and the other links its resolution went through.
+
+    Resolution is the kernel's, done by hand so nothing outside ``root`` is
+    ever touched: component by component from the link's directory, following
+    links met on the way (``overlay`` first, then the disk), ``..`` popping a
+    component; leaving ``root`` at any step is an escape, even if a later
+    component would come back.
+    """
+    followed: list[str] = []
+    if target.startswith("/"):
+        return "absolute target", followed
+    current: list[str] = []
+    pending = deque(relative.split("/")[:-1] + target.split("/"))
+    while pending:
+        name = pending.popleft()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if not current:
+                via = f" through {followed[-1]}" if followed else ""
+                return f"leaves the workspace{via}", followed
+            current.pop()
+            continue
+        path = "/".join([*current, name])
+        link = _link_at(root, path, overlay or {})
+        if link is None:
+            current.append(name)
+            continue
+        followed.append(path)
+        if len(followed) > MAX_SYMLINK_HOPS:
+            return f"more than {MAX_SYMLINK_HOPS} levels of symlinks", followed
+        if link.startswith("/"):
+            return f"leaves the workspace through {path} -> {link}", followed
+        pending.extendleft(reversed(link.split("/")))
+    return None, followed
+
+
+def check_symlinks(root: Path, links: Mapping[str, str], *,
+                   overlay: Mapping[str, str | None] | None = None,
+                   changed: Collection[str] | None = None, note: str = "") -> None:
+    """Refuse (``UnsafeSymlink``) links that lead outside ``root``.
+
+    With ``changed``, only escapes the patch is responsible for count: a link
+    it changed, or an unchanged one whose resolution now goes through a link
+    it changed. The user's own links elsewhere stay as they are.
+    """
+    refused = {}
+    for relative, target in links.items():
+        why, followed = symlink_escape(root, relative, target, overlay)
+        if why is None:
+            continue
+        if changed is None or relative in changed or set(followed) & set(changed):
+            refused[relative] = (target, why)
+    if refused:
+        raise UnsafeSymlink(refused, note)
+
+
+def check_applied_symlinks(workspace: Path, changed_paths: Iterable[str], note: str = "") -> None:
+    """After an apply: every changed path that is now a symlink must stay inside."""
+    root = Path(workspace)
+    links = {}
+    for rel in changed_paths:
+        info = _lstat(contained_path(root, rel))
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            links[rel] = os.readlink(root / rel)
+    check_symlinks(root, links, note=note)
+
+
 def check_preimage(workspace: Path, patch: Patch) -> None:
     """Refuse with ``PreimageMismatch`` naming every path that differs from the base.
 
@@ -273,8 +385,12 @@ def provisional_created(receipt: ApplyReceipt) -> ApplyReceipt:
     return receipt.model_copy(update={"created_files": created, "created_dirs": dirs})
 
 
+REVERSED_NOTE = "refused at integration: the apply was reversed, the workspace is unchanged"
+
+
 def verify_postimage(workspace: Path, patch: Patch) -> None:
-    """Check the workspace now holds exactly the patch's result (catches filters, races)."""
+    """Check the workspace now holds exactly the patch's result (catches filters, races),
+    and no changed path is a symlink leading outside it (``UnsafeSymlink``)."""
     wanted = {a.relative_path: a.sha256 for a in patch.artifacts}
     wrong = []
     for rel in patch.changed_paths:
@@ -290,6 +406,7 @@ def verify_postimage(workspace: Path, patch: Patch) -> None:
             + " (a git attribute or filter, or a concurrent writer, changed them); "
             "the apply was reversed"
         )
+    check_applied_symlinks(workspace, patch.changed_paths, note=REVERSED_NOTE)
 
 
 def _remove_created(root: Path, receipt: ApplyReceipt, problems: dict[str, str]) -> None:
@@ -334,7 +451,7 @@ def _restore_backup(root: Path, backup: Backup) -> None:
         return
     if info is not None and stat.S_ISLNK(info.st_mode):
         path.unlink()
-    atomic_write_bytes(path, backup.content, mode=backup.mode)
+    atomic_write_bytes(path, backup.content, mode=backup.mode, redact=False)  # the user's file
     os.chmod(path, backup.mode)
 
 

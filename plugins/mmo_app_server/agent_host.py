@@ -17,12 +17,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mmo_kernel import package_version
-from mmo_kernel.host_api import process_start_token, terminate_process_groups
+from mmo_kernel.host_api import (
+    load_snapshot,
+    process_start_token,
+    snapshot_catalog,
+    terminate_process_groups,
+)
 from mmo_kernel.hosts import ControlServer, app_server_socket_path, write_partial
 from mmo_kernel.plugin import ToolBridge, opt_ins_by_bridge, tool_bridge
 from mmo_kernel.tools import load_tool_servers
@@ -51,6 +56,41 @@ FINALIZE_INPUT = (
     "and the evidence."
 )
 REMOVE_FIELD = None
+
+
+@dataclass
+class TurnRequest:
+    """The last ``turn/start`` a host sent, kept so a transport loss can be recovered.
+
+    ``known`` are the thread's turn ids the host knew of before sending it, so when
+    the reply was lost (``turn_id`` unknown) only a turn newer than those can be it.
+    """
+
+    text: str
+    images: list[str]
+    overrides: dict[str, Any]
+    known: frozenset[str]
+    turn_id: str | None = None
+
+
+@dataclass
+class _Seen:
+    """Turn ids of the thread seen so far (resume and read replies, turn/start replies,
+    notifications), oldest first."""
+
+    ids: dict[str, None] = field(default_factory=dict)
+
+    def add(self, turn_id: Any) -> None:
+        if isinstance(turn_id, str) and turn_id:
+            self.ids[turn_id] = None
+
+    def add_turns(self, turns: Any) -> None:
+        for turn in turns if isinstance(turns, list) else []:
+            if isinstance(turn, dict):
+                self.add(turn.get("id"))
+
+    def snapshot(self) -> frozenset[str]:
+        return frozenset(self.ids)
 
 
 class HostStopped(Exception):
@@ -108,6 +148,8 @@ class AgentHost(ABC):
         """Bridges serving this agent's tools as dynamic tools, by bridge name."""
         self.tool_owners: dict[str, ToolBridge] = {}
         self.dynamic_tools: list[dict[str, Any]] = []
+        self.seen_turns = _Seen()
+        self.turn_request: TurnRequest | None = None
 
     # -- persistence, supplied by subclasses --------------------------------
 
@@ -173,8 +215,9 @@ class AgentHost(ABC):
         return bridge.handle_tool_call(params)
 
     def preserves_tool_media(self) -> bool:
-        """Whether the agent's route carries images back from tools."""
-        return False
+        """Whether the agent's route carries images back from tools (the root's as a worker's)."""
+        routes, models = snapshot_catalog(load_snapshot(self.record["snapshot_hash"]))
+        return routes[models[self.spec.model].route].preserves_tool_media
 
     def spawn_app_server(self) -> None:
         self.start_tool_bridges()
@@ -183,10 +226,18 @@ class AgentHost(ABC):
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
             request_handler=self._on_server_request)
         self.app = AppServerSession(self.client)
+        self.client.add_notification_listener(self._note_turn)
         recorded = (self.record.get(self.fields.app_pid), self.record.get(self.fields.app_token))
         if recorded != (self.client.pid, self.client.start_token):  # else on record already
             self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
         self.client.initialize(experimental_api=bool(self.bridges))
+
+    def _note_turn(self, message: Mapping[str, Any]) -> None:
+        """Remember every turn id the app-server announces (goal mode starts its own)."""
+        params = message.get("params")
+        if message.get("method") in ("turn/started", "turn/completed") and isinstance(
+                params, dict) and isinstance(params.get("turn"), dict):
+            self.seen_turns.add(params["turn"].get("id"))
 
     def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
         """On record before any handshake, so a cancel during bootstrap kills it."""
@@ -215,7 +266,8 @@ class AgentHost(ABC):
         """Start, fork or resume the thread; True when an existing thread was resumed."""
         assert self.app is not None
         if self.thread_id:
-            self.app.resume_thread(self.thread_id, self.thread_params())
+            resumed = self.app.resume_thread(self.thread_id, self.thread_params())
+            self.seen_turns.add_turns((resumed.get("thread") or {}).get("turns"))
             return True
         if fork_from:
             result = self.app.client.request("thread/fork", {"threadId": fork_from,
@@ -225,6 +277,7 @@ class AgentHost(ABC):
             if self.dynamic_tools:
                 params["dynamicTools"] = self.dynamic_tools
             result = self.app.start_thread(params)
+        self.seen_turns.add_turns(result["thread"].get("turns"))
         self.thread_id = result["thread"]["id"]
         self._put(thread=self.thread_id)
         return False
@@ -237,10 +290,28 @@ class AgentHost(ABC):
         return items
 
     def start_turn(self, text: str, images: list[str] | None = None, **overrides: Any) -> str:
+        """``turn/start``; the request is kept (``turn_request``) for ``recover``."""
         assert self.app is not None and self.thread_id is not None
         if self.effort and "effort" not in overrides:
             overrides["effort"] = self.effort
-        return self.app.start_turn(self.thread_id, self.text_items(text, images), **overrides)["id"]
+        request = TurnRequest(text, list(images or []), dict(overrides),
+                              self.seen_turns.snapshot())
+        self.turn_request = request
+        turn = self.app.start_turn(self.thread_id, self.text_items(text, images),
+                                   **overrides)["id"]
+        request.turn_id = turn
+        self.seen_turns.add(turn)
+        return turn
+
+    def start_turn_recovering(self, text: str, images: list[str] | None = None,
+                              **overrides: Any) -> tuple[str | None, dict[str, Any] | None]:
+        """``start_turn`` that survives a transport loss before its reply: recovered like
+        a loss while waiting (``recover``), so ``(turn to wait for, None)`` or
+        ``(None, terminal turn)``."""
+        try:
+            return self.start_turn(text, images, **overrides), None
+        except TransportLost:
+            return self.recover(None)
 
     def set_active(self, turn_id: str | None) -> None:
         with self.lock:
@@ -297,6 +368,30 @@ class AgentHost(ABC):
                 return outcome
             turn_id = following
 
+    def bootstrap_goal(self, apply: Callable[[], Any], turn: str | None,
+                       terminal: dict[str, Any] | None,
+                       ) -> tuple[str | None, dict[str, Any] | None]:
+        """Set the goal (``apply``) after the first ``turn/start``, a transport loss
+        recovered like one during a turn: ``(turn to wait for, None)`` or ``(None,
+        terminal turn)``. A goal the lost ``thread/goal/set`` did apply is kept as it is;
+        one it never applied is set now. Set on an idle thread, Codex continues the goal
+        with a turn of its own: that turn is the one to wait for."""
+        assert self.thread_id is not None
+        try:
+            apply()
+            applied_now = True
+        except TransportLost:
+            turn, terminal = self.recover(turn)
+            assert self.app is not None
+            applied_now = self.app.get_goal(self.thread_id) is None
+            if applied_now:
+                apply()
+        if terminal is not None and applied_now:
+            following = self.next_auto_turn(str(terminal.get("id")))
+            if following:
+                return following, None
+        return turn, terminal
+
     def on_goal_status(self, status: str | None) -> None:  # noqa: B027 - optional hook
         """Hook: persist the goal's status."""
 
@@ -338,9 +433,23 @@ class AgentHost(ABC):
     def recover(self, waited_turn: str | None) -> tuple[str | None, dict[str, Any] | None]:
         """Restart the app-server on the same thread after transport loss.
 
-        Returns ``(turn to wait for, None)``, or ``(None, terminal turn)`` when the
-        thread already holds the waited turn as terminal: no second turn/start.
+        ``waited_turn`` is the turn the host was waiting for, or ``None`` when the loss
+        came before the ``turn/start`` reply of ``turn_request``. Returns ``(turn to
+        wait for, None)``, or ``(None, terminal turn)`` when the thread already holds
+        *that* turn as terminal: no second turn/start. Another turn never stands in for
+        it: an earlier turn's answer is never taken for the awaited one's. A loss
+        during the recovery itself is recovered again (up to ``max_recoveries``).
         """
+        while True:
+            request = self.turn_request
+            try:
+                return self._recover_once(waited_turn)
+            except TransportLost:
+                if self.turn_request is not request and self.turn_request is not None:
+                    waited_turn = self.turn_request.turn_id  # lost in recovery's turn/start
+
+    def restart_app_server(self) -> None:
+        """A new app-server on the same thread after a loss (one recovery); no turn."""
         self.recoveries += 1
         self._put(recoveries=self.recoveries)
         if self.recoveries > self.max_recoveries:
@@ -349,23 +458,49 @@ class AgentHost(ABC):
         self.spawn_app_server()
         assert self.app is not None and self.thread_id is not None
         self.bind_thread()
+
+    def _recover_once(self, waited_turn: str | None) -> tuple[str | None, dict[str, Any] | None]:
+        self.restart_app_server()
+        assert self.app is not None and self.thread_id is not None
         thread = self.app.read_thread(self.thread_id, include_turns=True)
-        turns = thread.get("turns") or []
-        last = next((t for t in reversed(turns) if t.get("id") == waited_turn), None)
-        if last is None and turns:
-            last = turns[-1]
-        if last is not None and last.get("status") in ("completed", "failed"):
-            return None, last
+        turns = [t for t in thread.get("turns") or [] if isinstance(t, dict)]
+        awaited = self._awaited_turn(turns, waited_turn)
+        self.seen_turns.add_turns(turns)
+        if awaited is not None and awaited.get("status") in ("completed", "failed"):
+            return None, awaited
+        request = self.turn_request
+        if awaited is None and request is not None and request.turn_id == waited_turn:
+            # the thread never got the turn this host asked for: ask again, same input
+            return self.start_turn(request.text, request.images, **request.overrides), None
         return self.start_turn(CONTINUE_AFTER_LOSS, **self.continuation_overrides()), None
+
+    def _awaited_turn(self, turns: list[dict[str, Any]],
+                      waited_turn: str | None) -> dict[str, Any] | None:
+        """The awaited turn as the thread holds it: by id; with the id unknown (the
+        ``turn/start`` reply was lost), the newest turn the host did not know before
+        sending it. ``None`` when the thread does not hold it."""
+        if waited_turn is not None:
+            return next((t for t in reversed(turns) if t.get("id") == waited_turn), None)
+        known = self.turn_request.known if self.turn_request else self.seen_turns.snapshot()
+        newer = [t for t in turns if t.get("id") not in known]
+        return newer[-1] if newer else None
 
     def continuation_overrides(self) -> dict[str, Any]:
         """``turn/start`` fields for a turn that continues interrupted work."""
         return {}
 
     def read_history(self) -> dict[str, Any]:
-        assert self.app is not None and self.thread_id is not None
-        thread = self.app.read_thread(self.thread_id, include_turns=True)
-        return {"thread_id": self.thread_id, "turns": thread.get("turns") or []}
+        """The thread's turns; an app-server lost meanwhile (after the turn ended, before
+        its evidence was read) is restarted on the thread and asked again: the turn is
+        persisted, so nothing runs twice."""
+        while True:
+            assert self.app is not None and self.thread_id is not None
+            try:
+                thread = self.app.read_thread(self.thread_id, include_turns=True)
+            except TransportLost:
+                self.restart_app_server()
+                continue
+            return {"thread_id": self.thread_id, "turns": thread.get("turns") or []}
 
     # -- server requests -----------------------------------------------------
 
@@ -533,4 +668,5 @@ def host_main(host_class: Callable[[str], AgentHost], argv: list[str] | None,
     return host_class(args[0]).run()
 
 
-__all__ = ["AgentHost", "host_main", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost"]
+__all__ = ["AgentHost", "host_main", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost",
+           "TurnRequest"]

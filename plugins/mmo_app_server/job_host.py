@@ -21,14 +21,14 @@ from mmo_kernel.host_api import (
     audit_event,
     capture_job_patch,
     job_file,
-    load_snapshot,
     read_job_record,
     read_session_record,
-    snapshot_catalog,
+    session_file,
     snapshot_profile,
     transition_job,
     update_job,
     utc_now,
+    watch_orphaned,
 )
 from mmo_kernel.hosts import final_message, goal_prompt, normalize_turn_failure
 from mmo_kernel.plugin import get_driver
@@ -52,6 +52,8 @@ FINAL_RESULT_INPUT = (
 PERSISTED_THREAD_NOTE = (
     "The work is on a persisted app-server thread and can be continued with `continue`."
 )
+Started = tuple[str | None, dict[str, Any] | None]
+"""``(turn to wait for, None)`` or ``(None, terminal turn)`` (see ``AgentHost.recover``)."""
 CONTINUE_AFTER_COMPACTION = (
     "Your context was compacted while you were working; your previous turn was interrupted "
     "for it. Continue the task from where you left off."
@@ -106,10 +108,6 @@ class JobHost(AgentHost):
 
     def goal_mode(self) -> bool:
         return self.record.get("execution_mode") == "goal"
-
-    def preserves_tool_media(self) -> bool:
-        routes, models = snapshot_catalog(load_snapshot(self.record["snapshot_hash"]))
-        return routes[models[self.spec.model].route].preserves_tool_media
 
     def on_turn_done(self, outcome: Any) -> None:
         last = (outcome.token_usage or {}).get("last")
@@ -208,19 +206,28 @@ class JobHost(AgentHost):
             return text
         return self.transport.task_text(text, self.schema)
 
-    def first_turn(self) -> str:
+    def first_turn(self) -> Started:
+        """Deliver the task (and, in goal mode, set the goal); a transport loss on the way
+        is recovered on the thread like one during a turn."""
         task = self.with_contract(job_file(self.job_id, "prompt.txt").read_text(encoding="utf-8"))
         images = self.record.get("attachments") or []
         if not self.goal_mode():
-            return self.start_turn(task, images, **self.overrides(final=True))
-        turn = self.start_turn(goal_prompt(task), images)
+            return self.start_turn_recovering(task, images, **self.overrides(final=True))
+        recoveries = self.recoveries
+        turn, terminal = self.start_turn_recovering(goal_prompt(task), images)
+        turn, terminal = self.bootstrap_goal(self._set_goal, turn, terminal)
+        status = "active"
+        if self.recoveries != recoveries:  # the goal may have moved on while we recovered
+            status = (self.goal() or {}).get("status") or status
+        self.store(goal_status=status)
+        return turn, terminal
+
+    def _set_goal(self) -> None:
         assert self.app is not None and self.thread_id is not None
         self.app.set_goal(self.thread_id, objective=self.record["goal_objective"],
                           status="active", token_budget=self.record.get("goal_token_budget"))
-        self.store(goal_status="active")
-        return turn
 
-    def resumed_turn(self) -> str | None:
+    def resumed_turn(self) -> Started | None:
         """A relaunch carries the control that caused it (``continue`` or ``finalize``)."""
         request = self.record.get("resume_request") or {}
         self.store(resume_request=None)
@@ -229,8 +236,16 @@ class JobHost(AgentHost):
         if request.get("action") == "finalize":
             self.intent = "finalize"
             return None
-        return self.start_turn(str(request.get("input") or "Continue."),
-                               **self.continuation_overrides())
+        return self.start_turn_recovering(str(request.get("input") or "Continue."),
+                                          **self.continuation_overrides())
+
+    def work_from(self, started: Started) -> Any:
+        """``work`` on a started turn, or the terminal turn a recovery already found."""
+        turn_id, terminal = started
+        if terminal is not None:
+            return _Outcome(terminal)
+        assert turn_id is not None
+        return self.work(turn_id)
 
     def work(self, turn_id: str) -> Any:
         """Wait through the work turns; returns the outcome the result comes from."""
@@ -260,7 +275,8 @@ class JobHost(AgentHost):
 
     def final_turn(self, text: str) -> Any:
         """The strict final turn (goal completion or ``finalize``) on the same thread."""
-        return self.work(self.start_turn(self.with_contract(text), **self.overrides(final=True)))
+        return self.work_from(self.start_turn_recovering(self.with_contract(text),
+                                                         **self.overrides(final=True)))
 
     # -- results -------------------------------------------------------------
 
@@ -276,7 +292,7 @@ class JobHost(AgentHost):
                 and not self.record.get("contract_repair_attempted")):
             self.store(contract_repair_attempted=True)
             repair = self.transport.repair_text(check.error, self.schema)
-            outcome = self.work(self.start_turn(repair))
+            outcome = self.work_from(self.start_turn_recovering(repair))
             self.publish(outcome.turn, budget_limited=budget_limited,
                          finalized_partial=finalized_partial)
             return
@@ -416,20 +432,22 @@ class JobHost(AgentHost):
         if not self.record.get("started_at"):
             fields["started_at"] = utc_now()
         self.publish_host(**fields)
+        f = JOB_FIELDS  # job or session deleted (its state dir, say): retire, exit
+        watch_orphaned([job_file(self.job_id, "metadata.json"),
+                        session_file(self.record["session_id"], "session.json")],
+                       lambda: self.record, [(f.app_pid, f.app_pgid, f.app_token)],
+                       lambda: [self.record.get(f.socket)])
         try:
             self.spawn_app_server()
             self.start_control_server()
             resumed = self.bind_thread(fork_from=self.record.get("fork_from_thread_id"))
-            if resumed:
-                turn_id = self.resumed_turn()
-                if turn_id is None:  # finalize of a suspended job: the strict final turn
-                    final = self.final_turn(FINAL_RESULT_INPUT)
-                    if not self.handle_failure(final.turn):
-                        self.publish(final.turn, finalized_partial=True)
-                    return 0
-            else:
-                turn_id = self.first_turn()
-            self.complete(self.work(turn_id))
+            started = self.resumed_turn() if resumed else self.first_turn()
+            if started is None:  # finalize of a suspended job: the strict final turn
+                final = self.final_turn(FINAL_RESULT_INPUT)
+                if not self.handle_failure(final.turn):
+                    self.publish(final.turn, finalized_partial=True)
+                return 0
+            self.complete(self.work_from(started))
             return 0
         except HostStopped:
             if self.intent == "pause":

@@ -32,6 +32,7 @@ from mmo_kernel.host_api import (
     update_session,
     utc_now,
     wait_for_recoverable_jobs,
+    watch_orphaned,
 )
 from mmo_kernel.hosts import (
     cap_objective,
@@ -39,10 +40,18 @@ from mmo_kernel.hosts import (
     goal_prompt,
     normalize_turn_failure,
     root_app_server_socket_path,
+    thread_persisted,
 )
 
-from .agent_host import WAIT_SLICE_SECONDS, AgentHost, HostFields, HostStopped, host_main
-from .errors import TransportLost
+from .agent_host import (
+    CONTINUE_AFTER_LOSS,
+    WAIT_SLICE_SECONDS,
+    AgentHost,
+    HostFields,
+    HostStopped,
+    host_main,
+)
+from .errors import AppServerError, TransportLost
 
 ROOT_FIELDS = HostFields(
     thread="root_thread_id", active_turn="active_root_turn_id", last_turn="root_last_turn_id",
@@ -56,6 +65,9 @@ ROOT_FIELDS = HostFields(
 
 
 DEFERRED = "root completion deferred: workers are still running"
+UNPERSISTED_THREAD = "no rollout found"
+"""Codex's refusal to resume a thread that never ran a turn (nothing of it was saved)."""
+TERMINAL_TURN = ("completed", "failed")
 
 
 class RootHost(AgentHost):
@@ -77,6 +89,9 @@ class RootHost(AgentHost):
         self.on_pending = self._pending_changed
         self.adopt_app_server = True  # once: an app-server left by a dead host
         self.adopted = False
+        self.detached_for_input = False
+        """Whether this host detached the session for operator input (and so may put
+        ``running`` back when it is answered); a wall detach is the caller's, never undone."""
 
     # -- persistence ---------------------------------------------------------
 
@@ -112,15 +127,123 @@ class RootHost(AgentHost):
 
     def _pending_changed(self, pending: list[dict[str, Any]]) -> None:
         """A non-interactive root waiting for an operator is detached until answered."""
+        pending = list({str(p["id"]): p for p in pending}.values())  # each request once
         if self.interactive():  # the user's TUI answers; the status is the client's business
             self.store(pending_requests=pending or None)
         elif pending:
             partial = session_file(self.session_id, "root-partial-result.md")
             self.partial(partial, "requested operator input")
-            self.store(status="detached", pending_requests=pending,
-                       partial_result_path=str(partial))
+            if read_session_record(self.session_id)["status"] == "running":
+                self.detached_for_input = True
+            self.record = update_session(self.session_id, status="detached",
+                                         status_if=("running",), pending_requests=pending,
+                                         partial_result_path=str(partial))
         else:
-            self.store(status="running", pending_requests=None)
+            # only undo this host's own detach: a wall detach meanwhile stays detached
+            status_if = ("detached",) if self.detached_for_input else ()
+            self.detached_for_input = False
+            self.record = update_session(self.session_id, status="running",
+                                         status_if=status_if, pending_requests=REMOVE)
+
+    # -- start-up ------------------------------------------------------------
+
+    def connect(self) -> bool:
+        """Spawn (or adopt) the app-server, bind the thread, then serve the control
+        socket; True when an existing thread was resumed.
+
+        An app-server lost on the way (killed before it answered ``initialize`` or
+        ``thread/start``) is restarted like any later loss, within ``max_recoveries``:
+        the session proceeds instead of failing before its first turn. The control
+        socket is published once the thread is bound, so a caller waiting for it
+        (``root_control_socket_ready``) finds the thread the host really runs.
+        """
+        while True:
+            try:
+                self.spawn_app_server()
+                resumed = self.bind_thread()
+                if self.control_server is None:
+                    self.start_control_server()
+                return resumed
+            except Exception as exc:
+                if not self.app_server_lost(exc):
+                    raise
+            self.count_recovery()
+            self.close_client()
+
+    def app_server_lost(self, exc: Exception) -> bool:
+        """A transport loss, or any failure while the app-server just spawned is dead
+        (e.g. it exited before listening on its socket)."""
+        if isinstance(exc, TransportLost):
+            return True
+        if isinstance(exc, AppServerError):
+            return False
+        pid = self.record.get(self.fields.app_pid)
+        return isinstance(pid, int) and not process_matches(
+            pid, self.record.get(self.fields.app_token))
+
+    def count_recovery(self) -> None:
+        self.recoveries += 1
+        self._put(recoveries=self.recoveries)
+        if self.recoveries > self.max_recoveries:
+            raise RuntimeError(f"app-server was lost {self.recoveries} times; giving up")
+
+    def bind_thread(self, fork_from: str | None = None) -> bool:
+        """As for every host; but a root thread that never ran a turn was never persisted
+        by Codex (``no rollout found`` once its app-server is gone): nothing of it can be
+        lost, so a new thread replaces it (audit ``root_thread_replaced``) and the
+        recorded prompt starts it."""
+        try:
+            return super().bind_thread(fork_from)
+        except AppServerError as exc:
+            if not (self.thread_id and not self.record.get("root_last_turn_id")
+                    and UNPERSISTED_THREAD in exc.message):
+                raise
+        lost, self.thread_id = self.thread_id, None
+        self._put(thread=None)
+        super().bind_thread()
+        self._audit("root_thread_replaced", previous_thread_id=lost,
+                    root_thread_id=self.thread_id,
+                    reason="the thread never ran a turn and was not persisted")
+        return False
+
+    def thread_turns(self) -> list[dict[str, Any]]:
+        assert self.app is not None and self.thread_id is not None
+        return self.app.read_thread(self.thread_id, include_turns=True).get("turns") or []
+
+    def first_turn(self) -> tuple[str | None, dict[str, Any] | None]:
+        """Deliver the recorded prompt (``start_first_turn``), also after a relaunch of a
+        root that never started a turn. If the app-server is lost before the turn is on
+        the thread, it is restarted and the prompt delivered then; once the thread holds
+        the turn it is recovered like any other (no second ``turn/start``)."""
+        self.store(root_continue_input=None)
+        while True:
+            try:
+                return self.start_first_turn()
+            except TransportLost:
+                self.count_recovery()
+                self.close_client()
+                self.connect()
+            turns = self.thread_turns()
+            if turns:
+                return self.after_lost_first_turn(turns[-1])
+
+    def after_lost_first_turn(self, turn: dict[str, Any]
+                              ) -> tuple[str | None, dict[str, Any] | None]:
+        """The prompt's turn reached the lost app-server: take it as it is now."""
+        terminal = turn if turn.get("status") in TERMINAL_TURN else None
+        turn_id: str | None = None
+        if terminal is None:
+            turn_id = (str(turn["id"]) if turn.get("status") == "inProgress" else
+                       self.start_turn(CONTINUE_AFTER_LOSS, **self.continuation_overrides()))
+        if self.goal_mode():
+            prompt = session_file(self.session_id, "root-prompt.txt").read_text(
+                encoding="utf-8")
+            objective = cap_objective(prompt)
+            turn_id, terminal = self.goal_after_loss(objective, turn_id, terminal)
+            self.store(root_goal_objective=objective,
+                       root_goal_status=(self.goal() or {}).get("status", "active"),
+                       root_goal_token_budget=self.spec.goal_token_budget)
+        return turn_id, terminal
 
     # -- turns ---------------------------------------------------------------
 
@@ -285,6 +408,37 @@ class RootHost(AgentHost):
     def interactive(self) -> bool:
         return self.record.get("session_kind") == "interactive"
 
+    def spawn_app_server(self) -> None:
+        super().spawn_app_server()
+        if self.interactive() and self.client is not None:
+            self.client.add_notification_listener(self._adopt_tui_thread)
+
+    def _adopt_tui_thread(self, message: Any) -> None:
+        """Before its first turn the root thread is not saved, so the TUI cannot resume it
+        and starts a thread of its own (``tui_argv``): that thread becomes the root thread.
+
+        Only a top-level thread (not a sub-agent's or a fork) counts, and only while the
+        current root thread has no rollout: once it ran a turn the TUI resumes it instead.
+        """
+        params = message.get("params") if message.get("method") == "thread/started" else None
+        thread = params.get("thread") if isinstance(params, dict) else None
+        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
+            return
+        new = thread["id"]
+        if not self.thread_id:
+            return  # this host is binding a thread itself: the announcement is its own
+        if new == self.thread_id or any(thread.get(k) for k in (
+                "parentThreadId", "forkedFromId", "attachedToThreadId", "ephemeral")):
+            return
+        home = self.record["homes"][self.agent]["home"]  # the app-server's CODEX_HOME
+        if self.thread_id and thread_persisted(home, self.thread_id):
+            return
+        previous, self.thread_id = self.thread_id, new
+        self._put(thread=new)
+        self._audit("root_thread_replaced", previous_thread_id=previous, root_thread_id=new,
+                    reason="the TUI started the thread: Codex cannot resume a thread that "
+                           "never ran a turn")
+
     def open_client(self, **wiring: Any) -> Any:
         """The root's app-server listens on a socket, not on this host's pipes, so it
         outlives a host that dies (spec 03); the TUI of an interactive root reaches it
@@ -360,12 +514,14 @@ class RootHost(AgentHost):
     def run(self) -> int:
         fields = {"started_at": utc_now()} if not self.record.get("started_at") else {}
         self.publish_host(**fields)
+        f = ROOT_FIELDS  # session deleted (its state dir, say): retire the app-server, exit
+        watch_orphaned([session_file(self.session_id, "session.json")], lambda: self.record,
+                       [(f.app_pid, f.app_pgid, f.app_token)], lambda: [
+                           self.record.get(f.socket), root_app_server_socket_path(self.session_id)])
         # only a session still ``starting``: the caller may have detached it (wall) meanwhile
         self.record = update_session(self.session_id, status="running", status_if=("starting",))
         try:
-            self.spawn_app_server()
-            self.start_control_server()
-            resumed = self.bind_thread()
+            resumed = self.connect()
             if self.interactive() and os.environ.get("MMO_ROOT_HOST_MODE") != "compact":
                 self.serve_interactive()
             if os.environ.get("MMO_ROOT_HOST_MODE") == "compact":
@@ -374,10 +530,10 @@ class RootHost(AgentHost):
             terminal: dict[str, Any] | None = None
             turn_id: str | None = self.adopted_turn()
             if turn_id is None:
-                if resumed:
+                if resumed and self.thread_turns():
                     turn_id = self.resume_turn()
-                else:
-                    turn_id, terminal = self.start_first_turn()
+                else:  # a new thread, or one whose first turn never started
+                    turn_id, terminal = self.first_turn()
             while terminal is None and turn_id is not None:
                 try:
                     terminal = self.drive(turn_id)

@@ -12,6 +12,16 @@ replaced by the socket, so the whole JSON-RPC client is reused unchanged and
 The app-server is spawned detached from the host's pipes (stdin is
 ``/dev/null``), so it outlives a host that dies; a new host *adopts* it by
 ``(pid, start token)`` and connects again.
+
+For the same reason its stdout and stderr go straight to the log file and are
+**not** redacted (unlike a stdio app-server's stderr, which the host pumps
+through ``pump_redacted``): a pump in the host would die with the host and
+leave Codex writing into a pipe nobody reads, and a pump of its own would be a
+process outside its group that retiring the group could not wait for. The log
+holds Codex's own diagnostics (start-up warnings, errors); the agent's
+commands and their output are reported as notifications, which
+``root-events.jsonl`` records redacted. The file counts among the files Codex
+writes itself (docs/configuration.md, "What is redacted").
 """
 
 from __future__ import annotations

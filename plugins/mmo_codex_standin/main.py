@@ -15,7 +15,7 @@ from mmo_kernel.gateway import user_codex_home
 
 USAGE = (
     "usage: mmo-codex-standin app-server [--listen stdio://|unix://PATH] [-c key=value]...\n"
-    "       mmo-codex-standin [--remote ENDPOINT] resume THREAD_ID\n"
+    "       mmo-codex-standin [--remote ENDPOINT] [resume THREAD_ID]\n"
     "       mmo-codex-standin --version"
 )
 _VALUE_FLAGS = {"-c", "--config", "--enable", "--disable"}
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = rest[2:]
     if rest and rest[0] == "app-server":
         return app_server(rest[1:])
-    if "resume" in args:
+    if "resume" in args or "--remote" in args:  # the TUI, resuming or starting a thread
         return record_resume(args)
     print(USAGE, file=sys.stderr)
     return 2

@@ -16,6 +16,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 _SLEEP = re.compile(r"\bFAKE_SLEEP(?:_SECONDS)?=(\d+(?:\.\d+)?)")
+_HOLD = re.compile(r"\bFAKE_HOLD_UNTIL=(/\S+)")
 _WRITE = re.compile(r"FAKE_WRITE[ \t]+(\S+?)::([^\n]*)")
 _MCP = re.compile(r"FAKE_MCP_CALL[ \t]+([\w-]+)\.([\w.-]+)(?:[ \t]+(\{[^\n]*\}))?")
 _TOOL = re.compile(r"FAKE_DYNAMIC_TOOL_CALL[ \t]+([\w.-]+)(?:[ \t]+(\{[^\n]*\}))?")
@@ -40,6 +41,12 @@ TURN_FLAGS = (
 )
 GOAL_SET_CRASH = "FAKE_APP_SERVER_CRASH_BEFORE_GOAL_REPLY_ONCE"
 """Read from the thread's first input when ``thread/goal/set`` arrives, not from a turn."""
+NEXT_TURN_CRASH_BEFORE_REPLY = "FAKE_APP_SERVER_CRASH_BEFORE_NEXT_TURN_REPLY_ONCE"
+NEXT_TURN_CRASH_BEFORE_PERSIST = "FAKE_APP_SERVER_CRASH_BEFORE_NEXT_TURN_PERSIST_ONCE"
+"""Read from the thread's first input; fire on a later user turn of the thread (once per
+thread): the process dies on that ``turn/start`` before answering it, or after answering
+it but before anything of the turn is persisted. So a host's own follow-up turns (a
+repair turn, a continued turn) can be lost before the thread knows them."""
 
 
 class FileWrite(BaseModel):
@@ -66,6 +73,8 @@ class Markers(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     sleep_seconds: float = 0.0
+    hold_until: str | None = None
+    """``FAKE_HOLD_UNTIL=<absolute path>``: the turn waits until that file exists."""
     flags: frozenset[str] = frozenset()
     writes: tuple[FileWrite, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
@@ -86,6 +95,11 @@ def _flags(text: str, names: tuple[str, ...]) -> set[str]:
 def crashes_before_goal_reply(first_input: str) -> bool:
     """Whether ``thread/goal/set`` on a thread begun with ``first_input`` must kill the process."""
     return bool(_flags(first_input, (GOAL_SET_CRASH,)))
+
+
+def crashes_on_next_turn(first_input: str, flag: str) -> bool:
+    """Whether a later user turn on a thread begun with ``first_input`` must die at ``flag``."""
+    return bool(first_input) and bool(_flags(first_input, (flag,)))
 
 
 def _arguments(raw: str | None) -> dict:
@@ -109,6 +123,7 @@ def parse(turn_text: str, first_input: str = "") -> Markers:
     flags = _flags(turn_text, INHERITED_FLAGS + TURN_FLAGS) | _flags(inherited, INHERITED_FLAGS)
     return Markers(
         sleep_seconds=max(_sleep(turn_text), _sleep(inherited)),
+        hold_until=next(iter(_HOLD.findall(turn_text) or _HOLD.findall(inherited)), None),
         flags=frozenset(flags),
         writes=tuple(FileWrite(path=p, content=c) for p, c in _WRITE.findall(turn_text)),
         tool_calls=tuple(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from mmo_codex_standin import effects, goals, markers, shapes
@@ -22,6 +23,8 @@ USAGE_LIMIT_MESSAGE = (
     "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), "
     f"or try again at {USAGE_RESET}."
 )
+HOLD_POLL_SECONDS = 0.05
+"""How often a ``FAKE_HOLD_UNTIL`` turn looks for its file."""
 GOAL_EVENT_LEAD = 0.2
 """Seconds between a ``*_BEFORE_TURN`` goal event and the end of its turn."""
 GOAL_WAIT_SECONDS = 2.0
@@ -145,6 +148,16 @@ async def _sleep(active: ActiveTurn, seconds: float) -> None:
             pass
 
 
+async def _hold(active: ActiveTurn, path: str | None) -> None:
+    """``FAKE_HOLD_UNTIL``: work until ``path`` exists, so a test can hold a turn at a phase
+    for as long as it needs (steer and interrupt cut it short, like a sleep)."""
+    while path and not Path(path).exists() and not active.wake.is_set():
+        try:
+            await asyncio.wait_for(active.wake.wait(), timeout=HOLD_POLL_SECONDS)
+        except TimeoutError:
+            pass
+
+
 async def _await_goal(server, thread: ThreadState, active: ActiveTurn) -> None:
     """A turn told to call ``update_goal`` does not finish before its thread has a goal.
 
@@ -199,6 +212,14 @@ async def _run(
 ) -> None:
     record = active.record
     turn_id = record["id"]
+    if (
+        record["kind"] == "user"
+        and markers.crashes_on_next_turn(
+            _first_input(thread, record), markers.NEXT_TURN_CRASH_BEFORE_PERSIST
+        )
+        and server.side.once(thread.id, markers.NEXT_TURN_CRASH_BEFORE_PERSIST)
+    ):
+        hard_exit()  # answered turn/start, but nothing of this turn reached the rollout
     server.emit(thread, "thread/status/changed", {"threadId": thread.id, "status": thread.status()})
     server.emit(
         thread,
@@ -235,6 +256,7 @@ async def _run(
     ):
         hard_exit()
     await _sleep(active, m.sleep_seconds)
+    await _hold(active, m.hold_until)
     if record["kind"] == "user" and "update_goal" in record["input_text"]:
         await _await_goal(server, thread, active)
     if active.interrupted:

@@ -22,6 +22,7 @@ class Server:
         self.home = home
         self.cwd = cwd
         self.threads: dict[str, ThreadState] = {}
+        self.connections: set[Connection] = set()
         self.side = store.SideStore(home)
         self.config = _read_config(home)
         self.handlers = {
@@ -43,6 +44,7 @@ class Server:
     async def handle(self, conn: Connection, message: Any) -> None:
         if not isinstance(message, dict):
             return
+        self.connections.add(conn)
         if "method" not in message:
             conn.on_response(message)
             return
@@ -103,6 +105,7 @@ class Server:
 
     def drop(self, conn: Connection) -> None:
         conn.closed = True
+        self.connections.discard(conn)
         for thread in self.threads.values():
             thread.subscribers.discard(conn)
 
@@ -202,8 +205,15 @@ class Server:
             raise RpcError("thread/start.dynamicTools requires experimentalApi capability")
         thread = self._new_thread(conn, self._overrides(body), bool(body.ephemeral))
         thread.dynamic_tools = list(body.dynamicTools or [])
-        after.append(lambda: conn.notify("thread/started", {"thread": thread.wire()}))
+        after.append(lambda: self.announce_thread(thread))
         return self._response(thread, include_turns=False)
+
+    def announce_thread(self, thread: ThreadState) -> None:
+        """``thread/started`` goes to every initialized client, as real Codex sends it:
+        a root host learns of the thread its user's TUI started on the same server."""
+        for other in list(self.connections):
+            if other.initialized and not other.closed:
+                other.notify("thread/started", {"thread": thread.wire()})
 
     async def thread_resume(self, conn: Connection, raw: Any, after: list) -> dict[str, Any]:
         body = params.parse(params.ThreadResumeParams, raw)

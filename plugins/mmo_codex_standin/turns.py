@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mmo_codex_standin import params, runner, shapes
+from mmo_codex_standin import markers, params, runner, shapes
 from mmo_codex_standin.connection import Connection
-from mmo_codex_standin.protocol import RpcError, now_ms, now_s, uuid7
+from mmo_codex_standin.protocol import RpcError, hard_exit, now_ms, now_s, uuid7
 from mmo_codex_standin.threads import ActiveTurn, ThreadState
 
 
@@ -90,6 +90,10 @@ async def turn_start(server, conn: Connection, raw: Any, after: list) -> dict[st
         active = thread.active
         after.append(lambda: add_user_input(server, thread, entries, text))
         return {"turn": _pending_view(active.record)}
+    if markers.crashes_on_next_turn(
+        thread.first_input, markers.NEXT_TURN_CRASH_BEFORE_REPLY
+    ) and server.side.once(thread.id, markers.NEXT_TURN_CRASH_BEFORE_REPLY):
+        hard_exit()  # the turn/start is never answered and the turn never exists
     active = _begin(thread, "user", text, body.outputSchema)
     thread.system_error = False
     if "FAKE_NOTIFY_BEFORE_RESPONSE" in text:

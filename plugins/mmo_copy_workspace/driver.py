@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -21,6 +22,7 @@ from mmo_kernel.workspace import (
     begin_receipt,
     check_label,
     check_preimage,
+    check_symlinks,
     contained_path,
     finish_receipt,
     normalize_write_scopes,
@@ -60,7 +62,7 @@ class CopyIsolator(WorkspaceIsolator):
     options: CopyOptions
 
     def prepare(
-        self, workspace: Path, dest: Path, write_scope: list[str], label: str
+        self, workspace: Path, dest: Path, write_scope: Sequence[str], label: str
     ) -> WorkspaceHandle:
         """Copy the workspace (minus ``exclude``) under ``dest``; its manifest is the base."""
         workspace = Path(os.path.abspath(workspace))
@@ -83,11 +85,18 @@ class CopyIsolator(WorkspaceIsolator):
         return handle
 
     def capture_patch(self, handle: WorkspaceHandle) -> Patch:
-        """Compare the copy with the base manifest; the diff carries full after-contents."""
+        """Compare the copy with the base manifest; the diff carries full after-contents.
+
+        A symlink the writer made (or redirected) to lead outside the workspace
+        is refused (``UnsafeSymlink``); the user's own links are left alone.
+        """
         root = Path(handle.root)
         before = json.loads(Path(handle.base).read_text(encoding="utf-8"))
         after = fileset.manifest(root, self.options.exclude)
         changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        links = {p: os.readlink(root / p) for p, entry in after.items()
+                 if entry["kind"] == "symlink"}
+        check_symlinks(root, links, changed=set(changed))
         return Patch(
             isolator=self.name, format=fileset.FORMAT, label=handle.label, base=handle.base,
             changed_paths=changed,
@@ -100,7 +109,11 @@ class CopyIsolator(WorkspaceIsolator):
         )
 
     def apply(self, workspace: Path, patch: Patch) -> ApplyReceipt:
-        """Write the file set after the preimage check; undo exactly if anything goes wrong."""
+        """Write the file set after the preimage check; undo exactly if anything goes wrong.
+
+        A symlink the patch would leave pointing outside the workspace is
+        refused before anything is written.
+        """
         if patch.format != fileset.FORMAT:
             raise ValueError(f"copy cannot apply a {patch.format!r} patch")
         workspace = Path(workspace)
@@ -109,6 +122,10 @@ class CopyIsolator(WorkspaceIsolator):
             raise ValueError("malformed mmo-file-set patch: files do not match changed_paths")
         for rel in patch.changed_paths:
             contained_path(workspace, rel)
+        links = {e["relative_path"]: os.fsdecode(e["after"]["content"]) for e in files
+                 if e["after"]["kind"] == "symlink"}
+        check_symlinks(workspace, links, overlay={**dict.fromkeys(patch.changed_paths), **links},
+                       note="refused at integration: nothing was applied")
         check_preimage(workspace, patch)
         receipt = begin_receipt(workspace, patch.changed_paths)
         try:

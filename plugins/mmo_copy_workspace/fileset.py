@@ -143,5 +143,5 @@ def write_changes(root: Path, files: list[dict[str, Any]]) -> None:
         if after["kind"] == "symlink":
             os.symlink(os.fsdecode(after["content"]), path)
         else:
-            atomic_write_bytes(path, after["content"], mode=after["mode"])
+            atomic_write_bytes(path, after["content"], mode=after["mode"], redact=False)
             os.chmod(path, after["mode"])

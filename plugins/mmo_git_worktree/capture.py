@@ -19,6 +19,7 @@ from mmo_kernel.workspace import (
     WorkspaceHandle,
     begin_receipt,
     check_preimage,
+    check_symlinks,
     contained_path,
     finish_receipt,
     provisional_created,
@@ -88,6 +89,22 @@ def _artifacts(root: Path, paths: list[str]) -> list[Artifact]:
     return found
 
 
+def _tree_symlinks(root: Path) -> dict[str, str]:
+    """Every symlink of the writer's tree (its index after ``add -A``) with its target."""
+    if not root.is_dir():
+        return {}
+    raw = run_git(root, "ls-files", "-s", "-z").stdout.decode("utf-8", "surrogateescape")
+    links = {}
+    for record in raw.split("\0"):
+        if record.startswith("120000 ") and "\t" in record:
+            relative = record.split("\t", 1)[1]
+            try:
+                links[relative] = os.readlink(root / relative)
+            except OSError:
+                continue  # staged but gone again: nothing to follow
+    return links
+
+
 def encode_diff(raw: bytes) -> str:
     """The diff as text; non-UTF-8 content is kept exactly behind a ``base64:`` marker."""
     try:
@@ -112,12 +129,14 @@ def capture(handle: WorkspaceHandle, isolator: str) -> Patch:
                                handle.base)
     changed = sorted({_to_workspace(p, prefix) for p in toplevel_paths})
     inside = [p for p in changed if _inside(p)]
+    root = Path(handle.root)
+    check_symlinks(root, _tree_symlinks(root), changed=set(inside))
     relative = (f"--relative={prefix}",) if prefix else ()
     raw = run_git(worktree, "diff", "--cached", *_DIFF_FLAGS, *relative, handle.base).stdout
     return Patch(
         isolator=isolator, format=FORMAT, label=handle.label, base=handle.base,
         changed_paths=changed, diff=encode_diff(raw),
-        artifacts=_artifacts(Path(handle.root), inside),
+        artifacts=_artifacts(root, inside),
         preimage=_preimage(worktree, handle.base, inside, prefix),
     )
 
@@ -129,20 +148,53 @@ def _workspace_prefix(workspace: Path) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape").strip().rstrip("/")
 
 
-def _git_apply(workspace: Path, diff: bytes) -> None:
+def _run_apply(workspace: Path, diff: bytes, *args: str) -> bytes:
+    """``git apply <args>`` of ``diff`` as seen from ``workspace``; its stdout."""
     fd, name = tempfile.mkstemp(prefix="mmo-patch-", suffix=".diff")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(diff)
         prefix = _workspace_prefix(workspace)
         directory = (f"--directory={prefix}",) if prefix else ()
-        run_git(workspace, "apply", "--binary", "--whitespace=nowarn", *directory, name)
+        return run_git(workspace, "apply", *args, *directory, name).stdout
     finally:
         os.unlink(name)
 
 
+def _diff_paths(workspace: Path, diff: bytes) -> list[str]:
+    """Every path ``git apply`` would touch, read by git's own parser (``--numstat``)."""
+    raw = _run_apply(workspace, diff, "--numstat", "-z").decode("utf-8", "surrogateescape")
+    prefix = _workspace_prefix(workspace)
+    fields, paths = raw.split("\0"), []
+    while fields:
+        record = fields.pop(0)
+        if not record:
+            continue
+        name = record.split("\t", 2)[-1]
+        if name:
+            paths.append(name)
+        else:  # a rename or copy names both sides in the next two fields
+            paths += fields[:2]
+            del fields[:2]
+    return [_to_workspace(p, prefix) for p in paths]
+
+
+def _check_diff_paths(workspace: Path, patch: Patch, diff: bytes) -> None:
+    """The diff may touch only the listed paths: those are what is checked and reversed."""
+    unlisted = sorted(set(_diff_paths(workspace, diff)) - set(patch.changed_paths))
+    if unlisted:
+        raise ValueError(f"malformed {FORMAT} patch: its diff touches {', '.join(unlisted)}, "
+                         "which changed_paths does not list; nothing was applied")
+
+
 def apply(workspace: Path, patch: Patch) -> ApplyReceipt:
-    """Apply with ``git apply`` after the preimage check; undo exactly if anything goes wrong."""
+    """Apply with ``git apply`` after the preimage check; undo exactly if anything goes wrong.
+
+    A diff touching a path ``changed_paths`` does not list is refused first
+    (only listed paths are checked and reversed); a symlink the apply leaves
+    pointing outside the workspace is refused by ``verify_postimage`` and the
+    apply reversed (git itself never writes beyond a symlink).
+    """
     if patch.format != FORMAT:
         raise ValueError(f"git_worktree cannot apply a {patch.format!r} patch")
     workspace = Path(workspace)
@@ -152,8 +204,10 @@ def apply(workspace: Path, patch: Patch) -> ApplyReceipt:
     receipt = begin_receipt(workspace, patch.changed_paths)
     if not patch.changed_paths:
         return receipt
+    diff = decode_diff(patch.diff)
+    _check_diff_paths(workspace, patch, diff)
     try:
-        _git_apply(workspace, decode_diff(patch.diff))
+        _run_apply(workspace, diff, "--binary", "--whitespace=nowarn")
         verify_postimage(workspace, patch)
     except BaseException as exc:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -60,7 +61,7 @@ class GitWorktreeIsolator(WorkspaceIsolator):
         base.head_commit(workspace)
 
     def prepare(
-        self, workspace: Path, dest: Path, write_scope: list[str], label: str
+        self, workspace: Path, dest: Path, write_scope: Sequence[str], label: str
     ) -> WorkspaceHandle:
         """Worktree at HEAD on ``<branch_prefix><label>`` plus the in-scope dirty state as base."""
         workspace = Path(os.path.abspath(workspace))

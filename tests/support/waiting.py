@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,27 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0,
             return value
         time.sleep(poll)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def blocked_in(thread: threading.Thread, function: str,
+               waiting_on: str | None = "threading.py") -> bool:
+    """True while ``thread`` is inside a call of ``function`` and, unless ``waiting_on`` is
+    None, its innermost frame is in that module (by default: waiting on a ``threading``
+    primitive, as ``Event.wait`` does).
+
+    Tells a test that a blocking call (e.g. ``wait_for_jobs``) is in its wait loop, so
+    whatever the test does next happens *while* it waits: an event to synchronize on,
+    instead of a sleep that hopes the call got there.
+    """
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    if frame is None or (waiting_on is not None
+                         and not frame.f_code.co_filename.endswith(waiting_on)):
+        return False
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Background:

@@ -1,15 +1,16 @@
 """runtime.lock and lifecycle.lock: real flocks, re-entrant in a thread, symlink-safe."""
 
+import os
+import queue
 import stat
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from mmo_kernel.errors import StateError
-from mmo_kernel.state.files import lifecycle_lock, runtime_lock
+from mmo_kernel.state.files import LockBusy, lifecycle_lock, runtime_lock
 
 # A separate process probing the lock with a non-blocking flock on the exact file.
 PROBE = """
@@ -53,20 +54,87 @@ def test_lifecycle_lock_is_reentrant_within_a_thread(mmo_env):
 
 
 def test_lifecycle_lock_makes_another_thread_wait(mmo_env):
+    """The contender is refused while the holder holds (proven, not assumed after a sleep),
+    then gets the lock once it is released, and only then."""
     directory = session_dir(mmo_env)
-    order = []
+    order: list[str] = []
+    first_try: queue.Queue[str] = queue.Queue()
 
     def contender():
-        with lifecycle_lock(directory):
+        try:
+            with lifecycle_lock(directory, timeout=0):  # a single try
+                first_try.put("acquired while held")
+                return
+        except LockBusy:
+            first_try.put("busy")
+        with lifecycle_lock(directory, timeout=60):
             order.append("contender")
 
     with lifecycle_lock(directory):
         worker = threading.Thread(target=contender)
         worker.start()
-        time.sleep(0.3)
-        order.append("holder")
-    worker.join(timeout=10)
+        assert first_try.get(timeout=30) == "busy"
+        order.append("holder")  # still held: the contender cannot be in its block yet
+    worker.join(timeout=60)
+    assert not worker.is_alive()
     assert order == ["holder", "contender"]
+
+
+# The real lock in another process: HOLDER takes it, says so, and keeps it until told to
+# release; just before releasing (still holding) it leaves a marker. CONTENDER tries once,
+# says whether it was refused, then waits for the lock and says whether the marker was
+# already there when it got it (it cannot be, unless the lock let it in early).
+HOLDER = """
+import sys
+from pathlib import Path
+from mmo_kernel.state.files import lifecycle_lock
+directory, marker = Path(sys.argv[1]), Path(sys.argv[2])
+with lifecycle_lock(directory):
+    print("held", flush=True)
+    sys.stdin.readline()
+    marker.write_text("released")
+"""
+CONTENDER = """
+import sys
+from pathlib import Path
+from mmo_kernel.state.files import LockBusy, lifecycle_lock
+directory, marker = Path(sys.argv[1]), Path(sys.argv[2])
+try:
+    with lifecycle_lock(directory, timeout=0):
+        print("acquired while held", flush=True)
+        sys.exit(0)
+except LockBusy:
+    print("busy", flush=True)
+with lifecycle_lock(directory, timeout=60):
+    print("acquired after release" if marker.exists() else "acquired while held", flush=True)
+"""
+
+
+def _python(code, *args):
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ))
+
+
+def test_lifecycle_lock_makes_another_process_wait_until_it_is_released(mmo_env, tmp_path):
+    directory = session_dir(mmo_env)
+    marker = tmp_path / "released"
+    holder = _python(HOLDER, directory, marker)
+    contender = None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        contender = _python(CONTENDER, directory, marker)
+        assert contender.stdout.readline().strip() == "busy"
+        holder.stdin.write("release\n")
+        holder.stdin.flush()
+        assert contender.stdout.readline().strip() == "acquired after release"
+        assert holder.wait(timeout=60) == 0 and contender.wait(timeout=60) == 0
+    finally:
+        for proc in (holder, contender):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+                proc.stdin.close()
+                proc.stdout.close()
 
 
 def test_lifecycle_lock_times_out_with_a_clear_error(mmo_env):

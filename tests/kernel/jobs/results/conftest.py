@@ -149,11 +149,16 @@ class FakeHost:
                           runner_start_token=self.token, control_socket_path=str(self.socket),
                           control_socket_ready=True, **fields)
 
+    def release(self) -> None:
+        """Let a ``hold`` host finish the control it is handling."""
+        self.socket.with_name(self.socket.name + ".go").write_text("go")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
         self.ready.unlink(missing_ok=True)
+        self.socket.with_name(self.socket.name + ".go").unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 Modes: ``ok`` applies every control like the real host (checks the
 expected revision, acknowledges exactly the pending revision it applied and
 logs the request); ``reject`` refuses with ``invalid fields``; ``die`` is
-SIGKILLed while handling (the reply is lost); ``slow`` applies after 0.3 s.
+SIGKILLed while handling (the reply is lost); ``hold`` applies only once the file
+``<socket>.go`` exists (the test decides when a control being handled ends).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         if mode == "reject":
             raise RuntimeError("invalid fields: an approval takes {\"decision\": ...}")
-        if mode == "slow":
-            time.sleep(0.3)
+        if mode == "hold":
+            go = Path(socket_path + ".go")
+            while not go.exists():
+                time.sleep(0.01)
         with runtime_lock():
             record = read_job_record(job_id)
             if record.get("control_revision") != request["revision"]:

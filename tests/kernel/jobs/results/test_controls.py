@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from kernel.jobs.results.conftest import REVIEWER, ROOT, WRITER, audit_events, make_job
+from support.waiting import blocked_in, wait_until
 
 from mmo_kernel.errors import AdmissionError, ControlDeliveryUnknown
 from mmo_kernel.jobs.controls import control_job, inspect_job
@@ -81,7 +81,7 @@ def test_nothing_delivered_changes_nothing(session, fake_host):
 
 def test_concurrent_controls_are_serialized_through_delivery(session, fake_host):
     job = _running(session)
-    fake_host(job["job_id"], "slow")
+    host = fake_host(job["job_id"], "hold")
     outcomes = []
 
     def send(revision):
@@ -93,10 +93,13 @@ def test_concurrent_controls_are_serialized_through_delivery(session, fake_host)
 
     threads = [threading.Thread(target=send, args=(r,)) for r in (0, 1)]
     threads[0].start()
-    deadline = time.monotonic() + 10
-    while not _requests(job["job_id"]) and time.monotonic() < deadline:
-        time.sleep(0.01)  # the first control is now being handled by the host
+    wait_until(lambda: _requests(job["job_id"]), what="the host to handle the first control")
     threads[1].start()
+    # the second control waits for the job's control lock while the first is at the host
+    wait_until(lambda: blocked_in(threads[1], "job_control_lock", waiting_on=None),
+               what="the second control to wait for the control lock")
+    assert len(_requests(job["job_id"])) == 1
+    host.release()
     for thread in threads:
         thread.join(timeout=30)
     assert sorted(str(o) for o in outcomes) == ["1", "2"]

@@ -51,10 +51,12 @@ def test_launch_runs_the_tui_on_the_bound_thread_and_leaves_the_host_detached(wo
     socket_path = root_app_server_socket_path(sid)
     assert len(os.fsencode(str(socket_path))) < 104 and socket_path.is_socket()
     calls = invocations(record)
-    assert calls == [{"args": ["--remote", f"unix://{socket_path}", "resume", thread],
-                      "thread_id": thread}]
+    # before its first turn Codex has not saved the thread, so the TUI starts its own and
+    # the host adopts it as the root thread (a resume would fail: no rollout found)
+    assert calls == [{"args": ["--remote", f"unix://{socket_path}"], "thread_id": thread,
+                      "started": True}]
     assert all(process_matches(pid, token) for pid, token in _host_pids(record))
-    assert [e["event"] for e in audit_events(sid)] == ["run_started"]
+    assert [e["event"] for e in audit_events(sid)] == ["run_started", "root_thread_replaced"]
     assert "root_goal_status" not in record  # turn mode has no goal
     # the socket is a live app-server the TUI shares the root thread on
     client = WebSocketClient(str(socket_path))
@@ -133,8 +135,8 @@ def test_tui_exit_code_is_returned(workspace, tmp_path, monkeypatch):
 
     record = _only_session()
     assert record["status"] == "detached"
-    assert tui_argv(record)[1:] == ["--remote", f"unix://{root_app_server_socket_path(record['session_id'])}",
-                                    "resume", record["root_thread_id"]]
+    assert tui_argv(record)[1:] == [  # no turn yet: the TUI starts the thread
+        "--remote", f"unix://{root_app_server_socket_path(record['session_id'])}"]
     assert len(invocations(record)) == 1
     cancel_session(record["session_id"])
 

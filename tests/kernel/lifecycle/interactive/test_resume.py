@@ -123,6 +123,7 @@ def test_resume_restores_guidance_and_refuses_a_drifted_model_catalog(detached):
 
 def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(detached):
     sid = detached["session_id"]
+    _run_a_turn(sid, detached["root_thread_id"])  # saved now: the TUI resumes it from here on
     assert resume_interactive(sid) == 0
 
     record = load_session(sid)
@@ -132,7 +133,8 @@ def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(
         assert record[key] == detached[key], key
     calls = invocations(record)
     assert [c["thread_id"] for c in calls] == [record["root_thread_id"]] * 2
-    assert calls[1]["args"][:2] == ["--remote", f"unix://{root_app_server_socket_path(sid)}"]
+    assert calls[1]["args"] == ["--remote", f"unix://{root_app_server_socket_path(sid)}",
+                                "resume", record["root_thread_id"]]
     resumed = [e for e in audit_events(sid) if e["event"] == "run_resumed"]
     assert len(resumed) == 1 and resumed[0]["host_relaunched"] is False
 
@@ -154,6 +156,25 @@ def test_resume_reattaches_a_live_host_then_adopts_the_app_server_of_a_dead_one(
     assert invocations(record)[-1]["thread_id"] == detached["root_thread_id"]
     assert [e for e in audit_events(sid) if e["event"] == "run_resumed"][-1][
         "host_relaunched"] is True
+
+
+def test_until_a_turn_ran_each_tui_start_gives_the_root_a_new_thread(detached):
+    """Codex cannot resume a thread that never ran a turn: the TUI starts a thread each
+    time and the host adopts it; once a turn ran, the TUI resumes that same thread."""
+    sid = detached["session_id"]
+    first = detached["root_thread_id"]
+    assert resume_interactive(sid) == 0
+    second = load_session(sid)["root_thread_id"]
+    assert second != first and invocations(detached)[-1] == {
+        "args": ["--remote", f"unix://{root_app_server_socket_path(sid)}"],
+        "thread_id": second, "started": True}
+    replaced = [e for e in audit_events(sid) if e["event"] == "root_thread_replaced"]
+    assert [(e["previous_thread_id"], e["root_thread_id"]) for e in replaced][-1] == (
+        first, second)
+    _run_a_turn(sid, second)
+    assert resume_interactive(sid) == 0
+    assert load_session(sid)["root_thread_id"] == second
+    assert invocations(detached)[-1]["args"][-2:] == ["resume", second]
 
 
 def _run_a_turn(sid: str, thread: str) -> None:

@@ -70,18 +70,18 @@ def test_cancelling_is_visible_while_the_lifecycle_lock_is_held_elsewhere(worksp
     def hold():
         with lifecycle_lock(session_dir(sid)):
             held.set()
-            release.wait(10)
+            release.wait(120)  # held until the test releases it
 
     holder = threading.Thread(target=hold)
     holder.start()
-    held.wait(5)
+    assert held.wait(30)
     canceller = threading.Thread(target=cancel_session, args=(sid,))
     canceller.start()
     wait_until(lambda: read_session_record(sid)["status"] == "cancelling", what="cancelling")
     assert canceller.is_alive()
     release.set()
-    canceller.join(20)
-    holder.join(5)
+    canceller.join(60)
+    holder.join(30)
     assert read_session_record(sid)["status"] == "cancelled"
     bg.join()
 

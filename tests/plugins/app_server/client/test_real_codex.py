@@ -173,10 +173,9 @@ def test_killed_server_loses_transport_then_a_new_one_resumes(real_codex: Any,
         second = session.start_turn(thread_id, "second, slow")
         wait_for(lambda: len(responses_server.bodies) == 2)
         os.killpg(session.client.pgid, signal.SIGKILL)
-        started = time.monotonic()
+        # the loss ends the wait (TransportLost), not its timeout (TimeoutError)
         with pytest.raises(TransportLost):
             session.wait_turn_completed(second["id"], timeout=30)
-        assert time.monotonic() - started < 5
         with pytest.raises(TransportLost):
             session.read_thread(thread_id)
     finally:
