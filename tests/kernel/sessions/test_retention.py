@@ -33,7 +33,7 @@ def test_old_terminal_sessions_and_jobs_go_live_ones_stay(mmo_env):
 
     gone = make_job(mmo_env.state_dir, "j-gone", old_done, "completed")
     live = make_job(mmo_env.state_dir, "j-live", old_running, "completed")
-    running = make_job(mmo_env.state_dir, "j-run", None, "running")
+    running = make_job(mmo_env.state_dir, "j-run", old_running, "running")  # could continue
 
     cleaned = []
     result = clean_state(job_days=7, session_days=7, job_cleanup=cleaned.append)
