@@ -340,3 +340,11 @@ def test_a_job_of_a_terminal_session_is_not_relaunched(session):
     assert _refused(RuntimeError, session, job, "continue") == (
         f"terminal immutable session {session['session_id']} (stopped) cannot continue job "
         f"{job['job_id']}")
+
+
+def test_set_effort_is_checked_against_the_resolved_efforts_of_the_agent(session):
+    job = make_job(session, "repo_scout", status="suspended", control_revision=0)
+    assert _refused(ValueError, session, job, "set_effort", effort="medium") == (
+        "effort must be one of high, max for agent 'repo_scout', got 'medium'")
+    assert _control(session, job, "set_effort", effort="high")["result"] == {
+        "effort": "high", "applies_to": "next turn"}

@@ -268,3 +268,30 @@ def test_the_result_source_is_the_final_result_else_the_partial_one(session):
     assert result_source(nothing) == (None, None)
     (job_dir(nothing["job_id"]) / "result.md").write_text("not recorded")
     assert result_source(nothing) == (None, None)  # an unrecorded file is not the result
+
+
+def test_an_unrecorded_partial_file_is_not_the_result(session):
+    job = make_job(session, status="suspended")
+    (job_dir(job["job_id"]) / "partial-result.md").write_text("not recorded")
+    assert result_source(job) == (None, None)
+
+
+def test_a_socket_is_never_served_as_a_result(session):
+    import socket
+
+    job = make_job(session, result="r")
+    path = job_dir(job["job_id"]) / "result.md"
+    path.unlink()
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        here = os.getcwd()
+        os.chdir(path.parent)  # a socket path is limited to 108 bytes
+        try:
+            server.bind(path.name)
+        finally:
+            os.chdir(here)
+        # refused (today with the raw OSError ENXIO of the open, not "unsafe result path")
+        with pytest.raises((RuntimeError, OSError)):
+            read_result_file(job, "result_path")
+    finally:
+        server.close()

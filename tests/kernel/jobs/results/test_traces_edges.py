@@ -364,3 +364,23 @@ def test_a_special_or_symlinked_event_log_is_refused(session, tmp_path):
         _trace(session, job_id)
     assert str(info.value) == (f"unsafe trace path: events.jsonl of job {job_id} is not a "
                                "regular file")
+
+
+def test_a_job_without_an_event_log_has_an_empty_trace(session):
+    job = make_job(session, WRITER, status="completed")
+    page = _trace(session, job["job_id"])
+    assert (page["records"], page["next_cursor"], page["has_more"]) == ([], 0, False)
+    with pytest.raises(ValueError, match="names no trace record"):
+        _record(session, job["job_id"])
+
+
+def test_one_blank_line_between_records_is_skipped_alone(session):
+    job_id = _job_with_rows(session, [_row("a")], tail=b"\n")
+    append_jsonl(job_dir(job_id) / "events.jsonl", _row("c"))
+    assert [r["record_cursor"] for r in _trace(session, job_id)["records"]] == [0, 2]
+
+
+def test_a_trace_page_holds_fifty_records_by_default(session):
+    job_id = _job_with_rows(session, [_row(str(i)) for i in range(51)])
+    page = _trace(session, job_id)
+    assert len(page["records"]) == 50 and page["next_cursor"] == 50 and page["has_more"]
