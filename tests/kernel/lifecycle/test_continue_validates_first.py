@@ -59,10 +59,17 @@ def truncate(path: Path) -> bytes:
 
 
 def evidence(sid: str) -> dict[str, bytes]:
-    """The bytes a refused control must leave exactly as they were."""
-    names = ("session.json", "audit.jsonl", "root-events.jsonl")
-    return {name: session_file(sid, name).read_bytes() for name in names
-            if session_file(sid, name).exists()}
+    """What a refused control must leave exactly as it was: the records, the audit log and
+    every message MMO sent the app-server (the running turn's own notifications go on)."""
+    names = ("session.json", "audit.jsonl")
+    found = {name: session_file(sid, name).read_bytes() for name in names
+             if session_file(sid, name).exists()}
+    events = session_file(sid, "root-events.jsonl")
+    if events.exists():
+        found["sent to the app-server"] = b"\n".join(
+            line for line in events.read_bytes().splitlines()
+            if json.loads(line).get("direction") == "sent")
+    return found
 
 
 def root_hosts(sid: str) -> list[int]:
