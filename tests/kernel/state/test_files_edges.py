@@ -204,3 +204,14 @@ def test_a_busy_lock_names_itself_and_the_timeout(mmo_env):
     finally:
         release.set()
         thread.join()
+
+
+def test_a_symlinked_lock_of_a_session_dir_outside_the_state_dir_is_refused(mmo_env, tmp_path):
+    outside = tmp_path / "elsewhere" / "s3"
+    outside.mkdir(parents=True)
+    (outside / "lifecycle.lock").symlink_to(tmp_path / "target.lock")
+    with pytest.raises(StateError) as info:
+        with lifecycle_lock(outside):
+            pass
+    assert str(info.value) == f"lifecycle lock cannot traverse symlink {outside / 'lifecycle.lock'}"
+    assert not (tmp_path / "target.lock").exists()

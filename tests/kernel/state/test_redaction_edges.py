@@ -265,3 +265,65 @@ def test_stdio_redaction_is_installed_once(monkeypatch):
     monkeypatch.setattr(sys, "stdout", None)
     redaction.install_stdio_redaction()
     assert sys.stdout is None
+
+
+def test_a_carriage_return_alone_also_splits_a_value():
+    register_values({"CR": "first-line-1\rsecond-line-2"})
+    assert set(known_secrets({})) == {"first-line-1\rsecond-line-2", "first-line-1",
+                                      "second-line-2"}
+
+
+def test_a_home_relative_path_counts_as_a_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "keyring-dir").mkdir()
+    found = known_secrets({"KEYRING_TOKEN": "~/keyring-dir", "OTHER_TOKEN": "~/not-there"})
+    assert found == {"~/not-there": "OTHER_TOKEN"}
+
+
+def test_each_json_literal_is_decoded_before_it_is_redacted():
+    red = Redactor({VALUE: "N"})
+    hidden = json.dumps(VALUE).replace("s", "\\u0073", 1)  # the same string, escaped otherwise
+    assert json.loads(hidden) == VALUE and VALUE not in hidden
+    lines = '{"a": "' + VALUE + '"}\n{"b": ' + hidden + '}\n'
+    assert red.document(lines) == '{"a": "[redacted:N]"}\n{"b": "[redacted:N]"}\n'
+    document = '{"a": "' + VALUE + '", "b": ' + hidden + '}'
+    assert red.document(document) == '{"a": "[redacted:N]", "b": "[redacted:N]"}'
+
+
+def test_a_literals_other_characters_keep_their_escaping():
+    red = Redactor({VALUE: "N"})
+    ascii_token = json.dumps("café " + VALUE)  # \u00e9
+    assert red.document('{"k": ' + ascii_token + '}') == '{"k": "caf\\u00e9 [redacted:N]"}'
+    raw_token = json.dumps("café " + VALUE, ensure_ascii=False)
+    assert red.document('{"k": ' + raw_token + '}') == '{"k": "café [redacted:N]"}'
+
+
+def test_stdio_redaction_wraps_each_stream_that_exists(monkeypatch):
+    monkeypatch.setenv("EDGE_API_KEY", VALUE)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", err)
+    redaction.install_stdio_redaction()
+    assert sys.stdout is None and isinstance(sys.stderr, RedactingStream)
+    sys.stderr.write(f"{VALUE}\n")
+    assert err.getvalue() == "[redacted:EDGE_API_KEY]\n"
+
+
+def test_running_a_module_redacted_in_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_API_KEY", VALUE)
+    with pytest.raises(SystemExit) as info:
+        redaction.run_module_redacted([])
+    assert info.value.code == "usage: python -m mmo_kernel.state.redaction MODULE [ARGS ...]"
+    (tmp_path / "edge_talker.py").write_text(
+        "import sys\nprint('argv', sys.argv)\nprint('__name__', __name__)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    redaction.run_module_redacted(["edge_talker", VALUE])
+    sys.stdout.drain()
+    script = tmp_path / "edge_talker.py"  # runpy puts the module's file in argv[0]
+    assert out.getvalue() == (f"argv [{str(script)!r}, '[redacted:EDGE_API_KEY]']\n"
+                              "__name__ __main__\n")
+    sys.modules.pop("edge_talker", None)

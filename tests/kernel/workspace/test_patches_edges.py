@@ -466,3 +466,13 @@ def test_an_apply_receipt_round_trips_through_json(ws):
     receipt = finish_receipt(_apply(ws))
     again = ApplyReceipt.model_validate_json(receipt.model_dump_json())
     assert again == receipt
+
+
+def test_an_unsafe_symlink_message_names_every_link_in_order():
+    error = UnsafeSymlink({"z": ("/abs", "absolute target"), "a": ("..", "leaves the workspace")})
+    assert list(error.links) == ["a", "z"]
+    assert str(error) == (
+        "unsafe symlink in patch: a -> .. (leaves the workspace); z -> /abs (absolute target); "
+        "a symlink must be relative and stay inside the workspace")
+    assert str(UnsafeSymlink({"a": ("/x", "absolute target")}, note="n")).endswith(
+        "stay inside the workspace; n")

@@ -201,6 +201,8 @@ socket_path, behaviour = sys.argv[1], json.loads(sys.argv[2])
 
 def handle(request):
     if request["action"] == "inspect":
+        if behaviour.get("hang"):
+            threading.Event().wait()  # never answers
         return behaviour["inspect"]
     error = behaviour.get("raise")
     if error:
@@ -348,3 +350,20 @@ def test_set_effort_is_checked_against_the_resolved_efforts_of_the_agent(session
         "effort must be one of high, max for agent 'repo_scout', got 'medium'")
     assert _control(session, job, "set_effort", effort="high")["result"] == {
         "effort": "high", "applies_to": "next turn"}
+
+
+def test_the_live_view_is_the_hosts_own_report(session, chosen_host):
+    job = make_job(session, WRITER, status="running", control_revision=3,
+                   app_server_thread_id="thread-from-record")
+    chosen_host(job, {"inspect": {"thread_id": "t-live", "active_turn_id": "turn-2",
+                                  "pending_requests": [{"id": 1}], "control_revision": 9}})
+    assert inspect_job(job["job_id"], session["session_id"], ROOT)["live"] == {
+        "thread_id": "t-live", "active_turn_id": "turn-2", "pending_requests": [{"id": 1}],
+        "control_revision": 9}
+
+
+def test_a_host_that_never_answers_an_inspect_gives_no_live_view(session, chosen_host):
+    job = make_job(session, WRITER, status="running", control_revision=0)
+    chosen_host(job, {"inspect": {}, "hang": True})
+    seen = inspect_job(job["job_id"], session["session_id"], ROOT)  # after INSPECT_TIMEOUT
+    assert seen["live"] is None and seen["job"]["job_id"] == job["job_id"]

@@ -173,6 +173,7 @@ def test_a_disposition_records_who_disposed_and_why(session):
         ("agent_result_rejected", by_root["job_id"], "no"),
         ("agent_result_accepted", anonymous["job_id"], "cli")]
     assert (events[0]["caller_agent"], events[0]["caller_job_id"]) == (WRITER, parent["job_id"])
+    assert (events[1]["caller_agent"], events[1]["caller_job_id"]) == (ROOT, None)
 
 
 def test_disposition_refusals_name_the_job_and_its_state(session):
