@@ -1,0 +1,1 @@
+"""`mmo serve` (spec 12): accounts, tokens, the admin API, the MCP endpoint and the runner hub."""
