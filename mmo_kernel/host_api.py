@@ -30,7 +30,9 @@ write one; a third-party host may rely on every name in ``__all__``:
   flag with ``end_root_completion_deferral`` before completing its session.
 - **State helpers**: ``atomic_write_json`` / ``atomic_write_text`` (private files,
   never torn), ``is_exact_int``, ``utc_now`` / ``utc_timestamp``, and process identity:
-  ``spawn_detached`` (own process group, returns ``(pid, start_token)``),
+  ``spawn_detached`` (own process group, returns ``(pid, start_token)``) and
+  ``spawn_module`` (the same for ``python -m MODULE``, forked from the state dir's warm
+  host when one can serve: no interpreter start-up or imports per host),
   ``process_start_token`` / ``process_matches`` (a pid is only "ours" with its start
   token), ``terminate_process_groups`` and ``kill_processes``; ``pump_redacted`` copies
   a child's output pipe to a log with every known credential value redacted.
@@ -48,6 +50,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmo_kernel.hosts.liveness import watch_orphaned
+from mmo_kernel.hosts.warm_host import spawn_module
 from mmo_kernel.jobs.deferral import (
     defer_root_completion,
     end_root_completion_deferral,
@@ -107,7 +110,8 @@ __all__ = [
     "process_start_token", "pump_redacted", "read_job_record", "read_session_record",
     "root_environment",
     "session_environment", "session_file", "snapshot_catalog", "snapshot_profile",
-    "spawn_detached", "terminate_process_groups", "transition_job", "transition_session",
+    "spawn_detached", "spawn_module", "terminate_process_groups", "transition_job",
+    "transition_session",
     "update_job", "update_session", "utc_now", "utc_timestamp", "wait_for_recoverable_jobs",
     "watch_orphaned",
 ]

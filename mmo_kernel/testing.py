@@ -142,7 +142,7 @@ class ProcessGuard:
                     found[proc.pid] = proc
             except psutil.Error:
                 continue
-        return list(found.values())
+        return [p for p in found.values() if not _retired_warm_host(p)]
 
 
 def _descendants() -> list[Any]:
@@ -171,6 +171,26 @@ def _marked(marker: str) -> list[Any]:
         except (OSError, psutil.Error):
             continue
     return found
+
+
+def _retired_warm_host(proc: Any) -> bool:
+    """A warm host (``mmo_kernel.hosts.warm_host``) whose children all ended is no
+    leftover: it would exit after its idle time. Stop it now; its live children (and it,
+    while they run) still count."""
+    import psutil
+
+    try:
+        if proc.name() != "mmo-warm-host":
+            return False
+        if any(child.status() != psutil.STATUS_ZOMBIE for child in proc.children()):
+            return False
+        proc.terminate()
+        proc.wait(timeout=10)
+    except psutil.Error:
+        return True  # it ended meanwhile
+    except Exception:  # noqa: BLE001 - a warm host that will not stop is a leftover
+        return False
+    return True
 
 
 def _describe(proc: Any) -> str:

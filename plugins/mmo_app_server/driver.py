@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,10 +21,9 @@ def _spawn_runner(module: str, record_id: str, log_path: Path,
                   env: dict[str, str]) -> tuple[int, str]:
     # host_api loads on launch, not on discovery: every process that looks up a driver
     # (the gateway included) imports this module
-    from mmo_kernel.host_api import spawn_detached
+    from mmo_kernel.host_api import spawn_module
 
-    argv = [sys.executable, "-m", module, record_id]
-    return spawn_detached(argv, cwd="/", env=env, stdout=log_path, stderr=log_path)
+    return spawn_module(module, [record_id], env=env, log_path=log_path)
 
 
 class AppServerHost(ExecutionHost):

@@ -4,7 +4,7 @@ A caller's mesh server is started exactly as Codex starts it: from the
 ``[mcp_servers.mmo_mesh]`` entry of that agent's home ``config.toml``
 (command, args, fixed ``env``, ``env_vars`` forwarded from the agent's
 environment). A worker's caller token exists only in its job host's
-environment, so it is read from the runner's ``/proc/<pid>/environ``.
+environment (and the app-server's it starts), so it is read from there.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmo_codex_standin.mcp_calls import server_entry, tool_server
+from support.environ import agent_environ
 
 from mmo_kernel.tools.mcp_client import McpClient, connect
 
@@ -26,11 +27,6 @@ OFFLINE = {"*": "local_scripted"}
 SUPERVISOR_KEYS = ("result_path", "events_path", "stderr_path", "socket_path",
                    "control_socket_path", "partial_result_path", "structured_result_path",
                    "full_result_path", "mcp_caller_token_hash", "root_mcp_token_hash")
-
-
-def process_environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
 def supervisor_keys(value: Any) -> list[str]:
@@ -97,7 +93,7 @@ class Team:
 
     def worker(self, job: dict[str, Any]) -> McpClient:
         """The mesh as the job's own agent, with the token its host was launched with."""
-        env = process_environ(job["runner_pid"])
+        env = agent_environ(job["job_id"])
         return self._connect(job["agent"], {name: env[name] for name in (
             "MMO_CALLER_TOKEN", "MMO_RUN_ID", "MMO_CALLER_JOB_ID")})
 

@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+from support.environ import agent_environ
 
 from mmo_kernel.jobs.cancel import cancel_job
 from mmo_kernel.jobs.listing import list_jobs
@@ -176,8 +177,7 @@ def test_the_caller_token_reaches_the_host_only_through_its_environment(make_ses
     session = make_session()
     job = spawn_job(session["session_id"], ROOT, None, "flagship_escalation",
                     task="Think slowly. FAKE_SLEEP_SECONDS=30")
-    environ = open(f"/proc/{job['runner_pid']}/environ", "rb").read().split(b"\0")
-    values = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+    values = agent_environ(job["job_id"])
     token = values["MMO_CALLER_TOKEN"]
     assert values["MMO_CALLER_JOB_ID"] == job["job_id"]
     assert values["MMO_CALLER_AGENT"] == "flagship_escalation"
