@@ -7,11 +7,12 @@
 PYTHON ?= python3
 VENV := .venv
 CODEX_VERSION := 0.169.0
+INSPECTOR_VERSION := 2.12.0
 STAMP := $(VENV)/.mmo-installed
 
 .PHONY: demo test setup lint type bench mutate
 
-setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION)
+setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION) .mcp-inspector/.installed-$(INSPECTOR_VERSION)
 	@git config --global user.name >/dev/null || git config --global user.name "MMO Developer"
 	@git config --global user.email >/dev/null || git config --global user.email "mmo@localhost"
 
@@ -24,6 +25,12 @@ $(STAMP): pyproject.toml
 .codex-cli/.installed-$(CODEX_VERSION):
 	mkdir -p .codex-cli
 	npm install --prefix .codex-cli --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION)
+	@touch $@
+
+# the MCP Inspector CLI: a client nobody here wrote, for the tests of `mmo serve`'s endpoint
+.mcp-inspector/.installed-$(INSPECTOR_VERSION):
+	mkdir -p .mcp-inspector
+	npm install --prefix .mcp-inspector --no-audit --no-fund --loglevel=error @modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
 	@touch $@
 
 demo: setup

@@ -25,6 +25,9 @@ refuses everything else (`invalid MCP caller capability`). See docs/mcp.md.
 COMMAND_MODULES = (
     "plugins_cmd", "jobs_cmd", "sessions_cmd", "follow_cmd", "profiles_cmd", "catalog_cmd",
     "gateway_cmd", "maintenance_cmd", "settings_cmd", "demo_cmd", "doctor_cmd",
+    "serve_cmd",
+    "runner_cmd",
+    "accept_cmd",
 )
 
 

@@ -1,1 +1,4 @@
-"""The project-tools contract shared by `mmo serve` and `mmo runner` (spec 12): tool catalog, envelopes, link frames, path rules."""
+"""The project-tools contract shared by `mmo serve` and `mmo runner` (spec 12).
+
+The tool catalog, result envelopes, runner-link frames and project path rules.
+"""

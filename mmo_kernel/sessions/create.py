@@ -1,4 +1,9 @@
-"""``create_session``: snapshot, pinned Codex, gateway, route availability, homes, run (spec 03)."""
+"""``create_session``: snapshot, pinned Codex, gateway, route availability, homes, run (spec 03).
+
+An ``external`` session (spec 12) has its root seat held by an external MCP host through
+``mmo runner``: it is created without a Codex binary, gateway or agent homes, and
+``materialize_external`` adds them at its first worker spawn.
+"""
 
 from __future__ import annotations
 
@@ -15,19 +20,24 @@ from mmo_kernel.sessions.homes import HomeContext, materialize_home, snapshot_ca
 from mmo_kernel.sessions.records import (
     CREATING_MARKER,
     new_record_id,
+    read_session_record,
     session_dir,
     session_file,
     utc_now,
     write_run_record,
     write_session_record,
 )
-from mmo_kernel.sessions.state import transition
+from mmo_kernel.sessions.state import transition, update_session
 from mmo_kernel.state.audit import append_audit
-from mmo_kernel.state.files import ensure_state_layout, runtime_lock
+from mmo_kernel.state.files import ensure_state_layout, lifecycle_lock, runtime_lock
 from mmo_kernel.state.paths import ensure_private_dir, state_dir
 
 ROUTE_FAULTS = ("rate_limit", "timeout", "server_error", "auth_error", "transport")
-SESSION_KINDS = ("noninteractive", "interactive")
+SESSION_KINDS = ("noninteractive", "interactive", "external")
+EXTERNAL_FIELDS = frozenset({"root_client_pid", "root_client_start_token", "external_client_id",
+                             "external_lead"})
+"""What the creator of an ``external`` session records about its host (the runner, held
+as the session's *client*: MMO never signals it) and its lead."""
 
 
 def resolve_snapshot(profile: Any, snapshot_hash: str | None,
@@ -124,14 +134,23 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
                    snapshot_hash: str | None = None, bindings: Mapping[str, str] | None = None,
                    session_kind: str = "noninteractive",
                    route_faults: Mapping[str, str] | None = None,
-                   check_writers_workspace: bool = False) -> dict[str, Any]:
+                   check_writers_workspace: bool = False,
+                   external: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Create a ``starting`` session with its run, capabilities, homes and ``run_started`` audit.
 
     ``check_writers_workspace`` (what ``mmo run`` and ``mmo start`` ask for) refuses a
     ``cwd`` the team's isolator cannot give writers, before anything is created.
+    ``session_kind="external"`` needs ``external`` (``EXTERNAL_FIELDS``: the runner's pid
+    and start token, its client id and the lead's name) and creates a ``running``
+    session with no Codex binary, gateway or homes yet (``materialize_external``).
     """
     if session_kind not in SESSION_KINDS:
         raise ValueError(f"session_kind must be one of {', '.join(SESSION_KINDS)}")
+    if (session_kind == "external") != (external is not None):
+        raise ValueError("external fields are given exactly for session_kind external")
+    unknown = sorted(set(external or ()) - EXTERNAL_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown external fields: {', '.join(unknown)}")
     workdir = Path(cwd if cwd is not None else os.getcwd()).resolve()
     if not workdir.is_dir():
         raise ValueError(f"cwd {workdir} is not a directory")
@@ -141,9 +160,10 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
         check_workspace(resolved, workdir)
     routes, models = snapshot_catalog(snapshot)
     faults = check_route_faults(route_faults, set(routes))
-    codex_binary = str(resolve_codex_binary())
+    lazy = session_kind == "external"  # file and process tools never need Codex
+    codex_binary = None if lazy else str(resolve_codex_binary())
     settings = load_settings()
-    gateway = _gateway()
+    gateway = None if lazy else _gateway()
     availability = route_availability(routes, faults)
     ensure_state_layout()
 
@@ -160,7 +180,7 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
     try:
         record = _populate(directory, session_id, run_id, snapshot, resolved, models, workdir,
                            session_kind, codex_binary, settings, gateway, availability, faults,
-                           root_token, root_hash, native_tokens)
+                           root_token, root_hash, native_tokens, dict(external or {}))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)  # a failed create leaves nothing behind
         raise
@@ -168,7 +188,10 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
     try:
         append_audit(session_file(session_id, "audit.jsonl"), "run_started", run_id,
                      profile_id=resolved.id, snapshot_hash=record["snapshot_hash"],
-                     session_kind=session_kind)
+                     session_kind=session_kind,
+                     **({"external_lead": record.get("external_lead"),
+                         "external_client_id": record.get("external_client_id")}
+                        if lazy else {}))
     except Exception as exc:
         transition(session_id, "failed", error=f"initial audit event could not be written: {exc}")
         raise
@@ -177,40 +200,92 @@ def create_session(profile: Any = None, cwd: str | os.PathLike[str] | None = Non
 
 def _populate(directory: Path, session_id: str, run_id: str, snapshot: dict[str, Any],
               resolved: Any, models: Mapping[str, Any], workdir: Path, session_kind: str,
-              codex_binary: str, settings: Any, gateway: dict[str, Any],
+              codex_binary: str | None, settings: Any, gateway: dict[str, Any] | None,
               availability: dict[str, Any], faults: dict[str, str], root_token: str,
-              root_hash: str, native_tokens: dict[str, dict[str, str]]) -> dict[str, Any]:
+              root_hash: str, native_tokens: dict[str, dict[str, str]],
+              external: dict[str, Any]) -> dict[str, Any]:
     from mmo_kernel.mesh.capabilities import write_capabilities
 
     write_capabilities(directory, root_mcp_token=root_token, native_agent_tokens=native_tokens)
     ensure_private_dir(directory / "homes")
-    ctx = HomeContext(session_id=session_id, run_id=run_id, gateway_url=gateway["url"],
-                      auth_link_mode=settings.auth_link_mode,
-                      lifecycle_timeout_seconds=settings.app_server_lifecycle_timeout_seconds,
-                      tool_servers=_tool_servers(), native_tokens=native_tokens,
-                      route_faults=faults)
-    homes = {agent: materialize_home(snapshot, agent, directory / "homes" / agent, ctx)
-             for agent in resolved.agents}
+    homes = ({} if gateway is None else
+             _homes(directory, session_id, run_id, snapshot, resolved, settings, gateway["url"],
+                    native_tokens, faults))
     now = utc_now()
+    status = "running" if session_kind == "external" else "starting"
     record = {
-        "session_id": session_id, "status": "starting", "profile_id": resolved.id,
+        "session_id": session_id, "status": status, "profile_id": resolved.id,
         "snapshot_hash": snapshot["manifest"]["snapshot_hash"], "cwd": str(workdir),
         "session_kind": session_kind, "root_agent": resolved.root_agent, "homes": homes,
         "codex_binary": codex_binary, "route_availability": availability,
-        "route_faults": faults, "gateway_pid": gateway["pid"], "gateway_url": gateway["url"],
+        "route_faults": faults, "gateway_pid": gateway["pid"] if gateway else None,
+        "gateway_url": gateway["url"] if gateway else None,
         "profile_warnings": _warnings(resolved, models, availability, homes),
         "audit_path": str(session_file(session_id, "audit.jsonl")),
         "current_run_id": run_id, "run_sequence": 1, "run_created_at": now,
         "root_mcp_token_hash": root_hash,
         "root_execution_host": resolved.agents[resolved.root_agent].host,
         "root_execution_mode": resolved.agents[resolved.root_agent].execution_mode,
-        "tainted": False, "created_at": now, "last_active_at": now,
+        "tainted": False, "created_at": now, "last_active_at": now, **external,
     }
+    if session_kind == "external":  # no host to publish itself: running from the start
+        record["started_at"] = now
+        record = {k: v for k, v in record.items() if v is not None}
     with runtime_lock():
         write_run_record({"run_id": run_id, "session_id": session_id, "sequence": 1,
-                          "kind": "initial", "status": "starting", "created_at": now,
+                          "kind": "initial", "status": status, "created_at": now,
                           "root_mcp_token_hash": root_hash})
         return write_session_record(record)
+
+
+def _homes(directory: Path, session_id: str, run_id: str, snapshot: dict[str, Any],
+           resolved: Any, settings: Any, gateway_url: str,
+           native_tokens: dict[str, dict[str, str]], faults: dict[str, str]) -> dict[str, Any]:
+    ctx = HomeContext(session_id=session_id, run_id=run_id, gateway_url=gateway_url,
+                      auth_link_mode=settings.auth_link_mode,
+                      lifecycle_timeout_seconds=settings.app_server_lifecycle_timeout_seconds,
+                      tool_servers=_tool_servers(), native_tokens=native_tokens,
+                      route_faults=faults)
+    return {agent: materialize_home(snapshot, agent, directory / "homes" / agent, ctx)
+            for agent in resolved.agents}
+
+
+def materialize_external(session_id: str) -> dict[str, Any]:
+    """Give an ``external`` session what its workers need (spec 12): the pinned Codex
+    binary, the running gateway and every agent's home, the first time only.
+
+    Later calls only make sure the gateway runs; if it came back on another address the
+    homes are written again for it. Serialized on the session's lifecycle lock, so two
+    first spawns materialize once. Returns the session record.
+    """
+    from mmo_kernel.mesh.capabilities import read_capabilities
+
+    directory = session_dir(session_id)
+    with lifecycle_lock(directory):
+        record = read_session_record(session_id)
+        if record.get("session_kind") != "external":
+            raise ValueError(f"session {session_id} is not an external session")
+        codex_binary = record.get("codex_binary") or str(resolve_codex_binary())
+        gateway = _gateway()
+        if record.get("homes") and record.get("gateway_url") == gateway["url"]:
+            if record.get("gateway_pid") != gateway["pid"]:
+                record = update_session(session_id, gateway_pid=gateway["pid"])
+            return record
+        snapshot = load_snapshot(record["snapshot_hash"])
+        resolved = snapshot_profile(snapshot)
+        caps = read_capabilities(directory)
+        homes = _homes(directory, session_id, str(record.get("current_run_id") or ""),
+                       snapshot, resolved, load_settings(), gateway["url"],
+                       dict(caps.native_agent_tokens), dict(record.get("route_faults") or {}))
+        routes, models = snapshot_catalog(snapshot)
+        availability = route_availability(routes, record.get("route_faults") or {})
+        fields = {"codex_binary": codex_binary, "gateway_pid": gateway["pid"],
+                  "gateway_url": gateway["url"], "homes": homes,
+                  "route_availability": availability,
+                  "profile_warnings": _warnings(resolved, models, availability, homes)}
+        if not record.get("homes"):
+            fields["team_materialized_at"] = utc_now()
+        return update_session(session_id, **fields)
 
 
 def _tool_servers() -> dict[str, Any]:

@@ -79,7 +79,7 @@ class SessionRecord(StrictRecord):
     profile_id: str
     snapshot_hash: str
     cwd: str
-    session_kind: Literal["noninteractive", "interactive"]
+    session_kind: Literal["noninteractive", "interactive", "external"]
     root_agent: str
     created_at: str
     homes: dict[str, HomeRecord] = Field(default_factory=dict)
@@ -142,6 +142,12 @@ class SessionRecord(StrictRecord):
     resume_error: str | None = None
     tainted: bool | None = None
     taint_reasons: list[dict[str, Any]] | None = None
+    external_client_id: str | None = None
+    """``external`` sessions (spec 12): the ``mmo runner`` client id serving the session."""
+    external_lead: str | None = None
+    """``external`` sessions: the user whose external MCP host holds the root seat."""
+    team_materialized_at: str | None = None
+    """``external`` sessions: when the homes and gateway were added (first worker spawn)."""
     started_at: str | None = None
     finished_at: str | None = None
     last_active_at: str | None = None

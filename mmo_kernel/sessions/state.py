@@ -215,6 +215,15 @@ def _host_lost(record: dict[str, Any]) -> dict[str, Any]:
                           failure={"kind": "host_lost", "retryable": True, "message": reason})
 
 
+def _runner_lost(record: dict[str, Any]) -> dict[str, Any]:
+    """An ``external`` session's host is the ``mmo runner`` recorded as its client: gone,
+    the session is ``suspended`` until a runner serves it again (spec 12)."""
+    pid = record.get("root_client_pid")
+    reason = f"the mmo runner serving this session (pid {pid}) is gone"
+    return _transition_if(record, "suspended", error=reason,
+                          failure={"kind": "host_lost", "retryable": True, "message": reason})
+
+
 def reconcile(record: dict[str, Any]) -> dict[str, Any]:
     """Bring a record in line with the processes that really exist (run on load).
 
@@ -228,6 +237,8 @@ def reconcile(record: dict[str, Any]) -> dict[str, Any]:
         return record
     if host_alive(record) or client_alive(record):
         return record
+    if record.get("session_kind") == "external":
+        return _runner_lost(record)
     recorded = record.get("root_pid") is not None
     if status == "starting" and not recorded:
         created = record.get("run_created_at") or record.get("created_at")

@@ -39,6 +39,24 @@ def native_actor(native_agent: str | None) -> Iterator[None]:
         _NATIVE_ACTOR.reset(token)
 
 
+_EXTERNAL_LEAD: ContextVar[str | None] = ContextVar("mmo_external_lead", default=None)
+
+
+@contextmanager
+def external_lead(lead: str | None) -> Iterator[None]:
+    """Name ``lead`` in every audit event appended inside the block.
+
+    In an ``external`` session (spec 12) an external MCP host holds the root seat
+    through ``mmo runner``: its team calls carry the root agent's authority, and this
+    block makes the audit trail say which external lead acted.
+    """
+    token = _EXTERNAL_LEAD.set(lead)
+    try:
+        yield
+    finally:
+        _EXTERNAL_LEAD.reset(token)
+
+
 def utc_timestamp() -> str:
     """The current time as ISO 8601 UTC (``2026-01-02T03:04:05.123456+00:00``)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
@@ -119,6 +137,9 @@ def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str
     actor = _NATIVE_ACTOR.get()
     if actor is not None:
         record.setdefault("native_agent", actor)
+    lead = _EXTERNAL_LEAD.get()
+    if lead is not None:
+        record.setdefault("external_lead", lead)
     append_jsonl(path, record)
     return record
 
