@@ -136,6 +136,15 @@ def _live_jobs(session_id: str) -> list[dict[str, Any]]:
     return [j for j in list_jobs(session_id) if j["status"] not in TERMINAL_JOB_STATUSES]
 
 
+def _refuse_external(record: dict[str, Any], verb: str) -> None:
+    """An ``external`` session's root seat is an MCP host's, through ``mmo runner``: no
+    root host of MMO's can be paused, detached, continued or compacted."""
+    if record.get("session_kind") == "external":
+        raise RuntimeError(
+            f"session {record['session_id']} is an external project session (spec 12): its "
+            f"lead works through mmo serve and cannot be {verb} here; stop ends it")
+
+
 # --------------------------------------------------------------- detach ---
 
 
@@ -143,6 +152,7 @@ def detach_session(session_id: str) -> dict[str, Any]:
     """Release an attached client; the host keeps working (no-op when already detached)."""
     with lifecycle_lock(session_dir(session_id)):
         record = load_session(session_id)
+        _refuse_external(record, "detached")
         if record["status"] == "detached":
             return {"session": record}
         if record["status"] in TERMINAL_SESSION_STATUSES:
@@ -181,6 +191,7 @@ def pause_session(session_id: str) -> dict[str, Any]:
     """Cold pause: ask the root and live workers to pause, retire their hosts, keep partials."""
     with lifecycle_lock(session_dir(session_id)):
         record = load_session(session_id)
+        _refuse_external(record, "paused")
         if record["status"] in TERMINAL_SESSION_STATUSES or not record.get("root_thread_id"):
             raise RuntimeError(f"cannot pause session from status {record['status']}"
                                + ("" if record.get("root_thread_id")
@@ -277,6 +288,7 @@ def _check_continue(record: dict[str, Any], input_text: str | None) -> Any:
     sid, status = record["session_id"], record["status"]
     if status in TERMINAL_SESSION_STATUSES:
         raise RuntimeError(f"terminal immutable session {sid} cannot be continued")
+    _refuse_external(record, "continued")
     if status == "cancelling":
         raise RuntimeError(f"session {sid} is being cancelled; it cannot be continued")
     if _host_alive(record):
