@@ -185,12 +185,26 @@ def _retired_warm_host(proc: Any) -> bool:
         if any(child.status() != psutil.STATUS_ZOMBIE for child in proc.children()):
             return False
         proc.terminate()
-        proc.wait(timeout=10)
+        return _ends(proc, 10.0)
     except psutil.Error:
         return True  # it ended meanwhile
-    except Exception:  # noqa: BLE001 - a warm host that will not stop is a leftover
-        return False
-    return True
+
+
+def _ends(proc: Any, seconds: float) -> bool:
+    """Whether ``proc`` exits within ``seconds`` (a zombie has: only its parent can reap it)."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _describe(proc: Any) -> str:

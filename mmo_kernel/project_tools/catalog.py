@@ -33,9 +33,11 @@ RelPath = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class Args(BaseModel):
-    """Base of every argument model: unknown fields are refused (spec 12 "Tool results")."""
+    """Base of every argument model: unknown fields are refused (spec 12 "Tool results"), and
+    so is a value of another JSON type than ``inputSchema`` says (no ``"yes"`` for a boolean,
+    no ``"5"`` or ``true`` for an integer): a bad argument is never guessed into a good one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _utf8_at_most(limit: int, what: str):  # type: ignore[no-untyped-def]

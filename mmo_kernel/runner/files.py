@@ -359,7 +359,8 @@ def read_files(arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         items.append({"path": shown(item.path), "output": output})
     result: dict[str, Any] = {"items": items}
     if follow:
-        again = {k: v for k, v in arguments.items() if k not in ("items", "_mmo")}
+        again = {k: v for k, v in arguments.items()
+                 if k not in ("items", "_mmo") and v is not None}
         again["items"] = follow
         result["suggested_call"] = suggested(
             "read_files", again, True,

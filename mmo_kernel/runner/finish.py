@@ -17,7 +17,8 @@ from typing import Any
 from mmo_kernel.project_tools.envelope import ToolFailure
 from mmo_kernel.project_tools.paths import leaf_stat, open_parent, shown, split_relative
 from mmo_kernel.runner.context import CallContext, Project
-from mmo_kernel.runner.sessions import _git, require_session
+from mmo_kernel.runner.review import git_status
+from mmo_kernel.runner.sessions import require_session
 
 CHUNK = 1024 * 1024
 CHANGES_MAX = 200
@@ -117,23 +118,10 @@ def changes(project: Project) -> dict[str, Any]:
     "truncated"}`` (porcelain XY codes, project-relative paths, <= 200 files)."""
     if project.vcs != "git":
         return {"vcs": "none", "files": [], "total_count": 0, "truncated": False}
-    out = _git(project.root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    if out is None:
+    files = git_status(project.root)
+    if files is None:
         return {"vcs": "git", "files": [], "total_count": 0, "truncated": False,
                 "error": "git status failed"}
-    files = []
-    entries = out.split("\0")
-    index = 0
-    while index < len(entries):
-        entry = entries[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        item = {"path": entry[3:], "status": entry[:2]}
-        if entry[0] in "RC" and index < len(entries):
-            item["from_path"] = entries[index]
-            index += 1
-        files.append(item)
     return {"vcs": "git", "files": files[:CHANGES_MAX], "total_count": len(files),
             "truncated": len(files) > CHANGES_MAX}
 

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import queue
+import re
 import secrets
 import shutil
 import signal
@@ -67,6 +68,15 @@ DROPPED_PREFIXES = ("MMO_CALLER", "MMO_NATIVE_CALLER", "MMO_RUNNER")
 LOST_ERROR = "the runner restarted while this job ran; its process is gone"
 
 JobEvent = Callable[[dict[str, Any]], None]
+
+
+def _homes() -> set[str]:
+    """The runner user's home directory, as given and resolved (none if it is unknown)."""
+    try:
+        home = str(Path.home())
+    except (RuntimeError, OSError):
+        return set()
+    return {home, os.path.realpath(home)}
 
 
 def _now_ms() -> int:
@@ -173,8 +183,10 @@ class Job:
         return self.directory / "stderr.log"
 
     def scrub(self, text: str) -> str:
-        """Process output without the runner's absolute paths (job dir, project root)."""
-        pairs: list[tuple[Path | str, str]] = [(self.directory, "<job>"), (self.root, "")]
+        """Process output without the runner's absolute paths (job dir, project root, and
+        the runner user's home as ``~``: tracebacks name packages installed under it)."""
+        pairs: list[tuple[Path | str, str]] = [*((h, "~") for h in _homes()),
+                                               (self.directory, "<job>"), (self.root, "")]
         if self.script_name:
             pairs.insert(0, (self.directory / self.script_name, self.script_name))
         return process_logs.scrubber(pairs)(text)
@@ -275,14 +287,35 @@ class ProcessJobs:
                 LOG.warning("process job %s belongs to another live runner process using "
                             "this state dir; leaving it alone", job.job_id)
                 continue
-            if not job.terminal:
-                self._retire_orphan(job)
-                job.status = "lost"
-                job.stdin_closed = True
-                job.finished_at_unix_ms = job.finished_at_unix_ms or _now_ms()
-                job.done.set()
-                self._save(job)
-            self._jobs[job.job_id] = job
+            self._adopt_record(job)
+
+    def _adopt_record(self, job: Job) -> None:
+        """Keep a job read from disk; one left running by a gone runner is ``lost``."""
+        if not job.terminal:
+            self._retire_orphan(job)
+            job.status = "lost"
+            job.stdin_closed = True
+            job.finished_at_unix_ms = job.finished_at_unix_ms or _now_ms()
+            job.done.set()
+            self._save(job)
+        self._jobs[job.job_id] = job
+
+    def _adopt_late(self, job_id: str) -> Job | None:
+        """A job skipped at start because another live runner on this state dir owned it
+        (the runner this one replaced): once that runner is gone its record is ours, so
+        observe_jobs reports the job asked for (``cancelled``, ``lost``...), never
+        ``job_not_found``."""
+        if not re.fullmatch(JOB_PREFIX + r"[0-9a-f]{1,64}", job_id):
+            return None
+        directory = self.root / job_id
+        try:
+            job = Job.from_record(read_json(directory / "job.json"), directory)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not job.terminal and self._other_runner_alive(job):
+            return None
+        self._adopt_record(job)
+        return job
 
     @staticmethod
     def _other_runner_alive(job: Job) -> bool:
@@ -343,7 +376,7 @@ class ProcessJobs:
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
-            return self._jobs.get(job_id)
+            return self._jobs.get(job_id) or self._adopt_late(job_id)
 
     def live_job_ids(self) -> list[str]:
         """Running jobs (for the link's ``hello``)."""

@@ -83,6 +83,31 @@ def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
     return proc
 
 
+def git_status(root: Path) -> list[dict[str, str]] | None:
+    """The work tree's changes (``git status --porcelain``, hooks and optional locks off):
+    ``[{"path", "status"[, "from_path"]}]`` with porcelain XY codes; None if git fails."""
+    try:
+        proc = run_git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                       check=False)
+    except ToolFailure:
+        return None
+    if proc.returncode != 0:
+        return None
+    entries = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    files, index = [], 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        item = {"path": entry[3:], "status": entry[:2]}
+        if entry[0] in "RC" and index < len(entries):  # a rename's source follows
+            item["from_path"] = entries[index]
+            index += 1
+        files.append(item)
+    return files
+
+
 def git_root(root: Path) -> bool:
     """Whether the project lies inside a git work tree."""
     try:

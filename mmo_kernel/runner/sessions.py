@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from mmo_kernel.project_tools.envelope import ToolFailure
 from mmo_kernel.project_tools.paths import open_regular
 from mmo_kernel.runner.config import team_bindings, team_profile
 from mmo_kernel.runner.context import CallContext, Project, RunnerConfig
+from mmo_kernel.runner.review import git_status, run_git
 
 LOG = logging.getLogger("mmo.runner")
 INSTRUCTIONS_FILE = "AGENTS.md"
@@ -132,32 +132,13 @@ def work_on_project(arguments: dict[str, Any], ctx: CallContext) -> dict[str, An
     return {"session_id": record["session_id"], **_instructions(ctx.project)}
 
 
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def workspace(project: Project) -> dict[str, Any] | None:
     """Git branch and dirty paths (<= 200, project-relative) of a git project."""
     if project.vcs != "git":
         return None
-    branch = _git(project.root, "rev-parse", "--abbrev-ref", "HEAD")
-    status = _git(project.root, "status", "--porcelain=v1", "-z", "--untracked-files=all") or ""
-    paths: list[str] = []
-    entries = status.split("\0")
-    index = 0
-    while index < len(entries):
-        entry = entries[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        if entry[0] in "RC":  # a rename's source follows as its own entry
-            index += 1
-        paths.append(entry[3:])
+    head = run_git(project.root, "rev-parse", "--abbrev-ref", "HEAD", check=False)
+    branch = head.stdout.decode("utf-8", "replace") if head.returncode == 0 else None
+    paths = [item["path"] for item in git_status(project.root) or []]
     return {"branch": (branch or "").strip() or None, "dirty_paths": paths[:DIRTY_PATHS_MAX],
             "dirty_count": len(paths), "dirty_truncated": len(paths) > DIRTY_PATHS_MAX}
 
@@ -207,6 +188,16 @@ def attach_sessions(config: RunnerConfig) -> int:
     return count
 
 
+def _hosted_elsewhere(record: dict[str, Any]) -> bool:
+    """Another LIVE process hosts the session: the runner that replaced this one for the
+    same ``client_id`` (close 4409) attached it, so this runner must not suspend it."""
+    from mmo_kernel.state.processes import process_matches
+
+    pid = record.get("root_client_pid")
+    return (isinstance(pid, int) and pid != os.getpid()
+            and process_matches(pid, record.get("root_client_start_token")))
+
+
 def suspend_sessions(config: RunnerConfig, reason: str) -> int:
     """On a lost link or shutdown: this client's running external sessions are
     ``suspended`` (spec 12: running while connected, suspended while not)."""
@@ -214,7 +205,7 @@ def suspend_sessions(config: RunnerConfig, reason: str) -> int:
 
     count = 0
     for record in _my_sessions(config):
-        if record.get("status") == "suspended":
+        if record.get("status") == "suspended" or _hosted_elsewhere(record):
             continue
         try:
             update_session(record["session_id"], status_if=("starting", "running", "detached"),

@@ -111,7 +111,7 @@ async def parse_body(request: Request, model: type[M]) -> M:
     raw = await request.body()
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # or nested too deep
         raise ApiError(400, "invalid request", "the body is not JSON") from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid request", "the body must be a JSON object")

@@ -175,7 +175,7 @@ async def authenticate(request: Request) -> Any:
 def parse_message(body: bytes) -> dict[str, Any]:
     try:
         message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise RpcError(PARSE_ERROR, "parse error", status=400) from None
     if isinstance(message, list):
         raise RpcError(INVALID_REQUEST, "batch requests are not supported", status=400)

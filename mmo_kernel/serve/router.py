@@ -71,6 +71,13 @@ _SECRET_LINE = re.compile(
     r"|\bsk-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bAKIA[0-9A-Z]{16}\b"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY-----")
 REDACTED_LINE = "[redacted: secret-like line]"
+MMO_TOKEN_TEXT = re.compile(r"\bmmo_(?:adm|pat|rt)_[A-Za-z0-9_-]{8,}")
+REDACTED_TOKEN = "[redacted:mmo_token]"
+VERBATIM_TOOLS = {"edit_project_files", "run_script", "run_process", "write_job_input"}
+"""Tools whose arguments are the user's bytes (file content, scripts, stdin): kept exactly.
+Every other tool's text may be recorded (session index, goals, work results, the runner's
+session and job records), so MMO tokens in it are redacted first (spec 12: no token in any
+response, record or log)."""
 
 
 def _ms() -> int:
@@ -140,6 +147,8 @@ class Router:
                 record = self._session(user, mmo.record)
             model = validate_arguments(name, inner)
             args = model.model_dump(mode="json")
+            if name not in VERBATIM_TOOLS:
+                args = _without_tokens(args)
             envelope = await self._run(principal, name, args, business)
         except ToolFailure as exc:
             envelope = from_exception(exc)
@@ -338,6 +347,7 @@ class Router:
             self.work_results.record_finish(session.public, summary=args.get("summary"),
                                             output=output,
                                             outputs_given=args.get("outputs") is not None)
+            envelope = success({**output, "state_changed": True})  # the work result is new
         return envelope
 
     # -------------------------------------------------------------- projects --
@@ -695,6 +705,17 @@ def _public_sessions(value: Any, session: SessionRef | None) -> Any:
 def _public_projects(arguments: dict[str, Any], local: dict[str, str]) -> dict[str, Any]:
     return {k: (local.get(v, v) if k in PROJECT_KEYS and isinstance(v, str) else v)
             for k, v in arguments.items()}
+
+
+def _without_tokens(value: Any) -> Any:
+    """``value`` with every MMO token (``mmo_adm_`` / ``mmo_pat_`` / ``mmo_rt_``) replaced."""
+    if isinstance(value, str):
+        return MMO_TOKEN_TEXT.sub(REDACTED_TOKEN, value) if "mmo_" in value else value
+    if isinstance(value, dict):
+        return {k: _without_tokens(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_tokens(v) for v in value]
+    return value
 
 
 def redact_secret_lines(text: str) -> str:
