@@ -29,6 +29,9 @@ from support.serve import (
 )
 from support.tools_stack import Stack, base_env
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_protocol")
+
 ALLOWED_ORIGIN = "https://chatgpt.com"
 VERSIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

@@ -38,6 +38,9 @@ from support.serve import (
 )
 from support.waiting import wait_until
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_runner_sessions")
+
 MMO = Path(sys.executable).with_name("mmo")
 DIRECT = {"list_projects", "work_on_project", "read_files", "edit_project_files", "run_script",
           "run_process", "observe_jobs", "wait_for_job_readiness", "review_changes",

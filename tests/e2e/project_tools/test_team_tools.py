@@ -14,6 +14,9 @@ from support.serve import create_user_and_pat
 from support.tools_stack import MMO, Stack, git
 from support.waiting import wait_until
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_team_tools")
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):

@@ -16,6 +16,9 @@ from support.mcp_http import mcp_call
 from support.tools_stack import Stack, git
 from support.waiting import wait_until
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_tools_semantics")
+
 PY = sys.executable
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")

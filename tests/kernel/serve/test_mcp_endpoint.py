@@ -17,6 +17,9 @@ from support.serve import admin_token, running_server
 
 from mmo_kernel.project_tools.envelope import failure, success
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_mcp_endpoint")
+
 DIRECT = ["list_projects", "work_on_project", "read_files", "edit_project_files", "run_script",
           "run_process", "observe_jobs", "wait_for_job_readiness", "review_changes",
           "finish_coding_task", "call_project_tool"]

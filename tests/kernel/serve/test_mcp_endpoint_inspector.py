@@ -15,6 +15,9 @@ import pytest
 from support.mcp_http import RecordingRouter
 from support.serve import running_server
 
+# one server (and runner) per module: its tests stay on one xdist worker
+pytestmark = pytest.mark.xdist_group("test_mcp_endpoint_inspector")
+
 INSPECTOR_VERSION = "2.12.0"
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 INSPECTOR = PROJECT_ROOT / ".mcp-inspector" / "node_modules" / ".bin" / "mcp-inspector"
