@@ -70,7 +70,9 @@ class Runner:
     def __init__(self, config: RunnerConfig) -> None:
         from mmo_kernel.runner.link_client import LinkClient
         from mmo_kernel.runner.process_jobs import ProcessJobs
+        from mmo_kernel.state.redaction import register_values
 
+        register_values({"MMO_RUNNER_TOKEN": config.token})  # a job that prints it: redacted
         self.config = config
         self.state_dir = runner_state_dir(config)
         self.registry = Registry(config)

@@ -3,9 +3,11 @@
 ``run_script`` / ``run_process`` start a **process job** ``mmo_pjob_<hex>``: one child in
 its own process group (the job *is* that group: when the leader exits, what it left
 behind in the group is killed), cwd in the project, the runner's environment minus MMO
-secrets, stdout/stderr written by the child straight into log files in the job dir (so
-a chatty child never blocks on a pipe). The manager, not the link, owns the jobs: they
-keep running while the link is down and are re-announced through ``live_job_ids``.
+secrets, stdout/stderr on pipes that a pump thread each copies, redacted, into log files
+in the job dir (``process_logs.LogPump``: no credential value in a log, and a chatty
+child never blocks). ``stdout_bytes`` / ``stderr_bytes`` count the bytes the child
+wrote. The manager, not the link, owns the jobs: they keep running while the link is
+down and are re-announced through ``live_job_ids``.
 
 Job records live under ``<runner state>/process-jobs/<job_id>/job.json`` so a
 restarted runner still answers for them: a job that was running under a previous
@@ -167,6 +169,9 @@ class Job:
     timed_out: bool = False
     cancelling: bool = False
     timer: threading.Timer | None = None
+    pumps: dict[str, process_logs.LogPump] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)
+    """Bytes written per stream, as recorded by a runner that saw the job end."""
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -181,6 +186,19 @@ class Job:
     @property
     def stderr_path(self) -> Path:
         return self.directory / "stderr.log"
+
+    def log_path(self, stream: str) -> Path:
+        return self.stdout_path if stream == "stdout" else self.stderr_path
+
+    def bytes_written(self, stream: str) -> int:
+        """What the child wrote to ``stream`` ("stdout" / "stderr") so far: the pump's
+        count, else the recorded one, else the log's size (a job of a crashed runner)."""
+        pump = self.pumps.get(stream)
+        if pump is not None:
+            return pump.bytes_read
+        if stream in self.written:
+            return self.written[stream]
+        return process_logs.log_size(self.log_path(stream))
 
     def scrub(self, text: str) -> str:
         """Process output without the runner's absolute paths (job dir, project root, and
@@ -204,6 +222,8 @@ class Job:
             "pid": self.pid, "start_token": self.start_token,
             "runner_instance": self.runner_instance, "runner_pid": self.runner_pid,
             "runner_token": self.runner_token, "script_name": self.script_name,
+            "stdout_bytes": self.bytes_written("stdout"),
+            "stderr_bytes": self.bytes_written("stderr"),
             "inputs": {key: {"digest": value.digest, "close": value.close,
                              "receipt": value.receipt}
                        for key, value in self.inputs.items()},
@@ -233,7 +253,9 @@ class Job:
                            close=bool(value.get("close")))
             entry.settled.set()
             job.inputs[key] = entry
-        if job.terminal:
+        if job.terminal:  # a running job's counts were still growing when saved
+            job.written = {stream: int(data[f"{stream}_bytes"]) for stream in ("stdout", "stderr")
+                           if isinstance(data.get(f"{stream}_bytes"), int)}
             job.done.set()
         return job
 
@@ -451,26 +473,29 @@ class ProcessJobs:
             argv = [*argv, str(directory / job.script_name)]
         piped = interactive or stdin is not None
         job.stdin_closed = job.close_requested = not piped
-        out = os.open(job.stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                      0o600)
-        err = os.open(job.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                      0o600)
         env = {**job_environment(), **(env_extra or {})}
+        out_read, out_write = process_logs.child_pipe()
+        err_read, err_write = process_logs.child_pipe()
         try:
             job.started_mono = time.monotonic()
             job.popen = subprocess.Popen(
                 argv, cwd=cwd, env=env,
                 stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
-                stdout=out, stderr=err, start_new_session=True, close_fds=True)
+                stdout=out_write, stderr=err_write, start_new_session=True, close_fds=True)
         except OSError as exc:
+            os.close(out_read)
+            os.close(err_read)
             shutil.rmtree(directory, ignore_errors=True)
             kind_ = ("file_not_found" if isinstance(exc, FileNotFoundError) else
                      "permission_denied" if isinstance(exc, PermissionError)
                      else "invalid_arguments")
             raise ToolFailure(kind_, f"cannot start the process: {exc.strerror or exc}") from None
         finally:
-            os.close(out)
-            os.close(err)
+            os.close(out_write)
+            os.close(err_write)
+        for stream, read_fd in (("stdout", out_read), ("stderr", err_read)):
+            job.pumps[stream] = process_logs.LogPump(read_fd, job.log_path(stream),
+                                                     name=f"{stream}-{job_id}")
         job.pid = job.popen.pid
         job.start_token = process_start_token(job.pid)
         with self._lock:
@@ -519,6 +544,8 @@ class ProcessJobs:
                 job.timer.cancel()
             _kill_group(job.pid)
             code = job.popen.wait()
+        for pump in job.pumps.values():  # the result must hold everything the job wrote
+            pump.settle()
         self._finish(job, code)
 
     def _finish(self, job: Job, code: int) -> None:
@@ -666,8 +693,8 @@ class ProcessJobs:
             }
         item["stdout_tail"] = job.scrub(process_logs.tail_lines(job.stdout_path, tail_lines))
         item["stderr_tail"] = job.scrub(process_logs.tail_lines(job.stderr_path, tail_lines))
-        item["stdout_bytes"] = process_logs.log_size(job.stdout_path)
-        item["stderr_bytes"] = process_logs.log_size(job.stderr_path)
+        item["stdout_bytes"] = job.bytes_written("stdout")
+        item["stderr_bytes"] = job.bytes_written("stderr")
         if job.signal_name:
             item["signal"] = job.signal_name
         if job.status == "lost":
@@ -678,6 +705,7 @@ class ProcessJobs:
     def token(self, job: Job) -> str:
         """Changes exactly when something ``observe_jobs`` reports changes."""
         state = (job.status, job.exit_code, job.stdin_closed,
+                 job.bytes_written("stdout"), job.bytes_written("stderr"),
                  process_logs.log_size(job.stdout_path), process_logs.log_size(job.stderr_path))
         return "obs_" + hashlib.sha256(repr(state).encode()).hexdigest()[:20]
 
@@ -821,7 +849,7 @@ def _finished(job: Job) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "stdout": redaction.redact_text(job.scrub(out.text)),
         "stderr": redaction.redact_text(job.scrub(err.text)),
-        "stdout_bytes": out.total_bytes, "stderr_bytes": err.total_bytes,
+        "stdout_bytes": job.bytes_written("stdout"), "stderr_bytes": job.bytes_written("stderr"),
         "stdout_truncated": out.truncated, "stderr_truncated": err.truncated,
         "duration_ms": job.duration_ms,
     }

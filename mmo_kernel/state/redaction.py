@@ -197,6 +197,21 @@ class Redactor:
             return json.dumps(clean, ensure_ascii=token.isascii())
         return _JSON_STRING.sub(literal, text)
 
+    def stream(self, data: bytes) -> bytes:
+        """Bytes of a child's output (a log): every value's UTF-8 form replaced wherever it
+        stands, also among bytes that are not UTF-8 text."""
+        if self._raw is None:
+            return data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pattern = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in sorted(
+                self.names, key=lambda v: (-len(v), v))))
+            return pattern.sub(
+                lambda m: marker(self.names[m.group(0).decode("utf-8")]).encode("utf-8"), data)
+        clean = self.text(text)
+        return data if clean == text else clean.encode("utf-8")
+
     def data(self, data: bytes) -> bytes:
         """File bytes: UTF-8 text as ``document``; anything else unchanged."""
         if self._any is None:
@@ -253,6 +268,11 @@ def redact_bytes(data: bytes) -> bytes:
     return redactor().data(data)
 
 
+def redact_stream_bytes(data: bytes) -> bytes:
+    """Bytes of a child's output for a log: redacted even where they are not UTF-8."""
+    return redactor().stream(data)
+
+
 # ------------------------------------------------------------------ streams --
 
 
@@ -273,7 +293,7 @@ def pump_redacted(stream: IO[bytes], path: Path, *, name: str = "redacting-pump"
     def run() -> None:
         try:
             for line in iter(stream.readline, b""):
-                os.write(fd, redact_bytes(line))
+                os.write(fd, redact_stream_bytes(line))
         except (OSError, ValueError):
             pass  # the pipe was closed under us: nothing more to copy
         finally:

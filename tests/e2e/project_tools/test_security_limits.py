@@ -1015,8 +1015,14 @@ def test_a_credential_a_job_prints_is_redacted_in_the_reply(world: World):
     assert PLANTED_FILE not in out["stdout"] and "[redacted:ACME_LICENSE]" in out["stdout"]
     item = w.ok(pat, "observe_jobs", {"items": [{"job_id": out["job_id"]}]})["items"][0]
     assert PLANTED_FILE not in item["stdout_tail"]
-    w.bodies.pop()  # this job's own log holds the value: see the scan's exclusion below
-    w.ids["printed_job"] = out["job_id"]
+    # the runner token too, read by the job from runner.toml itself
+    config = w.root / "alice-runner" / "runner-config" / "runner.toml"
+    script = f"print(open({str(config)!r}).read())\n"
+    out = w.ok(pat, "run_script", {"project": w.ids["P"], "session_id": w.ids["S"],
+                                   "language": "python", "script": script})
+    assert "[redacted:MMO_RUNNER_TOKEN]" in out["stdout"]
+    assert not [t for t in w.tokens if t in out["stdout"]]
+    w.bodies.pop()  # the file it printed names the runner's own paths: its output, not MMO's
 
 
 def test_no_token_or_credential_in_any_file_log_or_job_environment(world: World):
@@ -1030,9 +1036,6 @@ def test_no_token_or_credential_in_any_file_log_or_job_environment(world: World)
             w.root / "bob-runner" / "runner-config" / "runner.toml"}
     roots = [w.root / "serve-state", w.root / "serve-home", w.root / "alice-runner",
              w.root / "bob-runner", w.server.log_path]
-    printed = w.ids.get("printed_job")  # absent when xdist ran that test on another worker
-    if printed:
-        skip |= set(alice.state_dir.glob(f"runner/laptop/**/{printed}/stdout.log"))
     hits = _scan_files([r for r in roots if r.is_dir()], needles, skip)
     logs = [w.server.log_path, alice.log, bob.log]
     for log in logs:

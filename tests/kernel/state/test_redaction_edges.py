@@ -327,3 +327,21 @@ def test_running_a_module_redacted_in_process(tmp_path, monkeypatch):
     assert out.getvalue() == (f"argv [{str(script)!r}, '[redacted:EDGE_API_KEY]']\n"
                               "__name__ __main__\n")
     sys.modules.pop("edge_talker", None)
+
+
+def test_a_childs_log_line_is_redacted_even_beside_bytes_that_are_not_text(mmo_env, tmp_path,
+                                                                             monkeypatch):
+    import os
+
+    from mmo_kernel.state.redaction import pump_redacted
+
+    monkeypatch.setenv("VENDOR_API_KEY", "vk-0123456789abcdef")
+    read, write = os.pipe()
+    log = tmp_path / "child.log"
+    thread = pump_redacted(os.fdopen(read, "rb"), log)
+    os.write(write, b"\xff\xfe binary vk-0123456789abcdef tail\n" + b"plain vk-0123456789abcdef\n")
+    os.close(write)
+    thread.join(timeout=30)
+    data = log.read_bytes()
+    assert b"vk-0123456789abcdef" not in data
+    assert data.startswith(b"\xff\xfe binary [redacted") and data.count(b"[redacted") == 2
