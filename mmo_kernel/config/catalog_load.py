@@ -12,10 +12,21 @@ the other routes down. A file that cannot be read, or whose entries are
 invalid (a bad key, a duplicate id, a model of an unknown route), is left out
 whole; a route its driver refuses (or whose driver is not installed) is left
 out alone with its models. ``Catalog.disabled`` says why for each route.
+
+A successful load is kept in-process and served again while every source
+file has the same identity (inode, size, mtime_ns and ctime_ns of the
+built-in file and of each ``catalog.d`` fragment, the same set of fragments)
+and the same plugin system validated it. A file changed within
+``RACY_SECONDS`` of a load is not trusted to show a later change in its
+timestamps (a filesystem's clock is coarse), so that load is not kept: a
+changed catalog is always seen at once, never a stale one.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -33,6 +44,7 @@ from mmo_kernel.config.toml_input import (
     validation_problems,
 )
 from mmo_kernel.errors import UnknownDriverError
+from mmo_kernel.plugin import manager as plugin_manager
 from mmo_kernel.plugin.drivers import RouteDriver
 from mmo_kernel.plugin.manager import route_driver
 from mmo_kernel.state import paths, redaction
@@ -40,6 +52,8 @@ from mmo_kernel.state import paths, redaction
 BUILTIN_CATALOG = "catalog_builtin.toml"
 FRAGMENT_DIR = "catalog.d"
 TOP_LEVEL_KEYS = ("schema_version", "routes", "models")
+RACY_SECONDS = 2.0
+"""A load is kept only when every source file is older than this (see the module docstring)."""
 
 
 def builtin_catalog_path() -> Path:
@@ -238,11 +252,15 @@ def _reason(problems: list[str]) -> str:
     return problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
 
 
-def _catalog(merge: _Merge, disabled: dict[str, str], problems: list[str]) -> Catalog:
+def _register_credentials(routes: Iterable[Route]) -> None:
     # the values of every credential the catalog names are redacted from MMO's files
-    redaction.register_names(name for route in merge.routes.values()
+    redaction.register_names(name for route in routes
                              for name in (route.credential_env, *route.env_http_headers.values())
                              if name)
+
+
+def _catalog(merge: _Merge, disabled: dict[str, str], problems: list[str]) -> Catalog:
+    _register_credentials(merge.routes.values())
     return Catalog(routes=dict(merge.routes), models=dict(merge.models),
                    sources=dict(merge.sources), disabled=disabled, problems=tuple(problems))
 
@@ -273,17 +291,82 @@ def _load_isolated(files: list[Path]) -> Catalog:
     return _catalog(merge, dict(sorted(disabled.items())), problems)
 
 
+Stamp = tuple[tuple[str, int, int, int, int, int], ...]
+"""Each source file's ``(path, device, inode, size, mtime_ns, ctime_ns)``, in merge order."""
+
+_cache_lock = threading.Lock()
+_cache: dict[tuple[str, bool], tuple[Stamp, object, Catalog]] = {}
+"""``(fragment dir, isolate_fragments)`` -> the stamp and plugin system of a kept load."""
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _stamp(files: list[Path]) -> tuple[Stamp, bool]:
+    """The files' identities, and whether all are old enough to be trusted (not racy)."""
+    trusted_before = _now_ns() - int(RACY_SECONDS * 1e9)
+    stamp: list[tuple[str, int, int, int, int, int]] = []
+    trusted = True
+    for file in files:
+        info = os.stat(file)
+        stamp.append((str(file), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+                      info.st_ctime_ns))
+        if max(info.st_mtime_ns, info.st_ctime_ns) >= trusted_before:
+            trusted = False
+    return tuple(stamp), trusted
+
+
+def _copy(catalog: Catalog) -> Catalog:
+    """A kept catalog as a fresh object (its mappings are the caller's to keep)."""
+    _register_credentials(catalog.routes.values())
+    return Catalog(routes=dict(catalog.routes), models=dict(catalog.models),
+                   sources=dict(catalog.sources), disabled=dict(catalog.disabled),
+                   problems=catalog.problems)
+
+
+def clear_catalog_cache() -> None:
+    """Forget every kept load (the next ``load_catalog`` parses the files again)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def load_catalog(config_dir: Path | None = None, *, isolate_fragments: bool = False) -> Catalog:
     """Merge, cross-check and driver-validate.
 
     By default every problem is raised at once (``DocumentError``). With
     ``isolate_fragments`` nothing is raised for a broken file or route: it is
-    left out, listed in ``Catalog.disabled`` / ``Catalog.problems``.
+    left out, listed in ``Catalog.disabled`` / ``Catalog.problems``. A load
+    whose source files are unchanged since a kept one is served from memory
+    (see the module docstring).
     """
     builtin = builtin_catalog_path()
     if not builtin.is_file():
         raise DocumentError([problem(builtin, DOCUMENT_KEY, "built-in catalog is missing")])
+    folder = (config_dir if config_dir is not None else paths.config_dir()) / FRAGMENT_DIR
     files = [builtin, *fragment_paths(config_dir)]
+    try:
+        stamp, trusted = _stamp(files)
+    except OSError:  # a file went away meanwhile: load it the usual way (it reports it)
+        stamp, trusted = (), False
+    key = (str(folder.absolute()), isolate_fragments)
+    system = plugin_manager._system
+    with _cache_lock:
+        kept = _cache.get(key)
+    if kept is not None and trusted and kept[0] == stamp and kept[1] is system \
+            and system is not None:
+        return _copy(kept[2])
+    catalog = _load(files, isolate_fragments)
+    system = plugin_manager._system  # the drivers that validated it
+    with _cache_lock:
+        if trusted and system is not None:
+            _cache[key] = (stamp, system, catalog)
+        else:
+            _cache.pop(key, None)
+    return _copy(catalog)
+
+
+def _load(files: list[Path], isolate_fragments: bool) -> Catalog:
     if isolate_fragments:
         return _load_isolated(files)
     merge = _Merge()

@@ -45,6 +45,8 @@ IDLE_SECONDS = 120.0
 START_SECONDS = 15.0
 MAX_REQUEST_BYTES = 1 << 20
 SERVER_MODULE = __name__
+PRELOAD_ENV = "MMO_WARM_HOST_PRELOAD"
+"""The host module the warm host imports before it serves (in its own environment)."""
 SERVER_NAME = "mmo-warm-host"
 """The warm host's process name (``ps -o comm``, psutil's ``name()``)."""
 # what the warm host's own environment keeps of the first caller's: never a token
@@ -134,10 +136,14 @@ def _start_server(path: Path, module: str, env: Mapping[str, str]) -> None:
         with lock.acquire(timeout=START_SECONDS):
             if not _accepts(path):
                 own = {k: v for k, v in env.items() if k in _KEPT_ENV}
+                own[PRELOAD_ENV] = module
                 log = Path(env.get("MMO_STATE_DIR") or state_dir()) / "runtime" / "warm-host.log"
                 log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                pid, _ = spawn_detached([sys.executable, "-m", SERVER_MODULE, module],
-                                        cwd="/", env=own, stdout=log, stderr=log)
+                # the shortest command line: a forked host's title (longer) then ends in one
+                # NUL, so ps and psutil split it into its arguments again
+                with open(log, "ab") as out:
+                    pid, _ = spawn_detached([sys.executable, "-m", SERVER_MODULE], cwd="/",
+                                            env=own, stdout=out, stderr=out)
                 _wait_until_serving(path, pid)
     except Timeout as exc:
         raise Unavailable("another process is starting the warm host") from exc
@@ -375,8 +381,9 @@ def _redirect(log: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    preload = [*argv, *filter(None, [os.environ.get(PRELOAD_ENV)])]
     try:
-        server = _Server(argv)
+        server = _Server(preload)
     except OSError as exc:
         print(f"warm host not started: {exc}", file=sys.stderr)
         return 1

@@ -2,9 +2,17 @@
 
 Creation happens under the same runtime lock as admission, so two spawns
 can never both pass a capacity or write-scope check; if creating any item
-fails, every item of the batch is removed again. Launching happens after
-the lock is released: each job gets a freshly minted MCP caller token (only
-its hash is recorded; the token reaches the host through its environment).
+fails, every item of the batch is removed again. Each job's MCP caller token
+is minted at creation: only its hash is recorded (in the record creation
+writes, so it is on disk before any host exists), the token itself stays in
+this process's memory until the launch hands it to the host through its
+environment.
+
+Launching happens after that lock is released, for the whole batch at once:
+the session is read and each agent's environment built once per batch, and
+the runtime lock is taken once for all of the batch's hosts: each is started
+and at once recorded ``running`` with its pid, pgid and start token, and no
+other writer (a cancel, the hosts' own first writes) comes in between.
 """
 
 from __future__ import annotations
@@ -46,6 +54,9 @@ from mmo_kernel.state.files import atomic_write_text, runtime_lock
 from mmo_kernel.workspace.patches import WorkspaceHandle
 
 WORKSPACE_DIR = "workspace"
+
+_minted: dict[str, str] = {}
+"""Caller tokens minted at creation and not launched yet (job id -> token); memory only."""
 
 
 def isolator_for(profile: Any) -> WorkspaceIsolator:
@@ -116,8 +127,11 @@ def cleanup_workspace(record: Mapping[str, Any]) -> None:
 
 def _create(ctx: Context, item: Admitted, job_id: str, batch_id: str,
             extra: Mapping[str, Any]) -> dict[str, Any]:
-    record = build_record(ctx, item, job_id, batch_id, extra)
+    token, token_hash = mint_token()
+    record = build_record(ctx, item, job_id, batch_id,
+                          {**extra, "mcp_caller_token_hash": token_hash})
     write_job_record(record)
+    _minted[job_id] = token
     atomic_write_text(job_file(job_id, "prompt.txt"), item.task_text)
     if item.mode == "workspace-write":
         workspace = _prepare_workspace(ctx, item, job_id)
@@ -126,6 +140,7 @@ def _create(ctx: Context, item: Admitted, job_id: str, batch_id: str,
 
 
 def _discard(job_id: str) -> None:
+    _minted.pop(job_id, None)
     try:
         cleanup_workspace(read_job_record(job_id))
     except FileNotFoundError:
@@ -152,46 +167,108 @@ def create_batch(ctx: Context, items: list[Admitted],
     return records
 
 
-def _start_host(record: dict[str, Any], session: dict[str, Any]) -> tuple[int, str]:
+class _Launch:
+    """What the jobs of one launch share: session records and agent environments."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.environments: dict[tuple[str, str], dict[str, str]] = {}
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        if session_id not in self.sessions:
+            self.sessions[session_id] = read_session_record(session_id)
+        return self.sessions[session_id]
+
+    def environment(self, session: dict[str, Any], agent: str,
+                    identity: Mapping[str, str]) -> dict[str, str]:
+        """The agent's environment plus this job's identity variables (which
+        ``session_environment`` applies last, so adding them here is the same)."""
+        key = (session["session_id"], agent)
+        if key not in self.environments:
+            self.environments[key] = session_environment(session, agent)
+        return {**self.environments[key], **identity}
+
+
+def _caller_token(job_id: str) -> str:
+    """The token minted when the job was created, or (a job created by another
+    process, say) a fresh one whose hash is recorded before any host can use it."""
+    token = _minted.pop(job_id, None)
+    if token is None:
+        token, token_hash = mint_token()
+        update_job(job_id, mcp_caller_token_hash=token_hash)
+    return token
+
+
+def _start_host(record: dict[str, Any], session: dict[str, Any],
+                shared: _Launch) -> tuple[int, str]:
     """Start the job on the execution host its record names (its agent's ``host``)."""
     job_id = record["job_id"]
+    token = _caller_token(job_id)
     host = job_execution_host(record)
-    token, token_hash = mint_token()
-    update_job(job_id, mcp_caller_token_hash=token_hash)
-    env = session_environment(session, record["agent"], identity={
+    env = shared.environment(session, record["agent"], {
         "MMO_CALLER_JOB_ID": job_id, "MMO_CALLER_TOKEN": token})
     return host.launch_job(job_id, job_file(job_id, "runner.log"), env)
 
 
+def _launch_all(job_ids: list[str]) -> list[dict[str, Any] | RuntimeError]:
+    """Start every job's host and record it ``running``; audit ``agent_started``.
+
+    The runtime lock is held from the first start to the last record, so each
+    host's pid, pgid and start token are on record before anything else can
+    write (a cancel then finds and kills the host; the host's own first write
+    waits for it). A job whose host cannot be started becomes ``failed``
+    (holding no capacity); its entry is the ``RuntimeError`` naming the cause.
+    """
+    shared = _Launch()
+    results: dict[str, dict[str, Any] | RuntimeError] = {}
+    started: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    try:
+        with runtime_lock():
+            for job_id in job_ids:
+                record = read_job_record(job_id)
+                session = shared.session(record["session_id"])
+                try:
+                    pid, start_token = _start_host(record, session, shared)
+                except Exception as exc:
+                    transition_job(job_id, "failed",
+                                   error=f"the job host could not be started: {exc}")
+                    error = RuntimeError(
+                        f"job {job_id}: the job host could not be started: {exc}")
+                    error.__cause__ = exc
+                    results[job_id] = error
+                    continue
+                record = transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
+                                        runner_start_token=start_token, started_at=utc_now())
+                results[job_id] = record
+                started.append((record, session))
+    finally:
+        for record, session in started:
+            run_id = str(session_run_id(session) or record["run_id"])
+            append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_started",
+                         run_id, job_id=record["job_id"], agent=record["agent"],
+                         batch_id=record.get("batch_id"),
+                         caller_agent=record.get("caller_agent"),
+                         caller_job_id=record.get("caller_job_id"), mode=record.get("mode"))
+    return [results[job_id] for job_id in job_ids]
+
+
 def launch(job_id: str) -> dict[str, Any]:
-    """Mint the caller token, start the host detached, record it and audit ``agent_started``.
+    """Start the job's host detached (with its caller token), record it and audit
+    ``agent_started``.
 
     If the host cannot be started the job becomes ``failed`` (holding no
     capacity) and ``RuntimeError`` names the cause.
     """
-    record = read_job_record(job_id)
-    session = read_session_record(record["session_id"])
-    try:
-        pid, start_token = _start_host(record, session)
-    except Exception as exc:
-        transition_job(job_id, "failed", error=f"the job host could not be started: {exc}")
-        raise RuntimeError(f"job {job_id}: the job host could not be started: {exc}") from exc
-    record = transition_job(job_id, "running", runner_pid=pid, runner_pgid=pid,
-                            runner_start_token=start_token, started_at=utc_now())
-    run_id = str(session_run_id(session) or record["run_id"])
-    append_audit(session_file(session["session_id"], "audit.jsonl"), "agent_started", run_id,
-                 job_id=job_id, agent=record["agent"], batch_id=record.get("batch_id"),
-                 caller_agent=record.get("caller_agent"),
-                 caller_job_id=record.get("caller_job_id"), mode=record.get("mode"))
-    return record
+    [result] = _launch_all([job_id])
+    if isinstance(result, RuntimeError):
+        raise result
+    return result
 
 
-def _launch_reporting(job_id: str) -> dict[str, Any]:
-    """Launch one job of a batch; a failed launch is reported in its (failed) record."""
-    try:
-        return launch(job_id)
-    except RuntimeError:
-        return read_job_record(job_id)
+def launch_batch(job_ids: list[str]) -> list[dict[str, Any]]:
+    """Launch the jobs of a batch; a failed launch is reported in its (failed) record."""
+    return [read_job_record(job_id) if isinstance(result, RuntimeError) else result
+            for job_id, result in zip(job_ids, _launch_all(job_ids), strict=True)]
 
 
 def admit_and_create(session_id: str, caller_agent: str, caller_job_id: str | None,
@@ -207,7 +284,7 @@ def spawn_jobs(specs: list[SpawnRequest | dict[str, Any]], session_id: str, call
     """Admit a batch all-or-nothing and launch it: ``{"atomic": True, "accepted": [...]}``."""
     records = admit_and_create(session_id, caller_agent, caller_job_id, parse_requests(specs))
     return {"atomic": True,
-            "accepted": [public_job(_launch_reporting(r["job_id"])) for r in records]}
+            "accepted": [public_job(r) for r in launch_batch([r["job_id"] for r in records])]}
 
 
 def spawn_job(session_id: str, caller_agent: str, caller_job_id: str | None, agent_id: str,

@@ -40,9 +40,17 @@ def catalog_credential_names() -> set[str]:
             for name in (route.credential_env, *route.env_http_headers.values()) if name}
 
 
+def _config_roots() -> frozenset[str]:
+    """The config dir and the credentials file, as absolute paths."""
+    return frozenset({str(config_dir().absolute()), str(credentials_path().absolute())})
+
+
 def points_into_config_dir(value: str) -> bool:
     """True if a value (or one ``:``-separated part of it) is the config dir or inside it."""
-    roots = {str(config_dir().absolute()), str(credentials_path().absolute())}
+    return _points_into(value, _config_roots())
+
+
+def _points_into(value: str, roots: frozenset[str]) -> bool:
     for part in value.split(os.pathsep):
         part = part.rstrip("/")
         if any(part == root or part.startswith(root + "/") for root in roots):
@@ -56,13 +64,14 @@ def filtered_environment(environ: Mapping[str, str], known_secrets: Iterable[str
     ``needed``, and without values that point into the config dir."""
     needed_set = set(needed)
     known = set(known_secrets)
+    roots = _config_roots()  # once per environment, not once per variable
 
     def keep(name: str, value: str) -> bool:
         if name in needed_set:
             return True
         if name in known or looks_secret(name) or name.startswith("MMO_CALLER"):
             return False
-        return not points_into_config_dir(value)
+        return not _points_into(value, roots)
 
     return {name: value for name, value in environ.items() if keep(name, value)}
 

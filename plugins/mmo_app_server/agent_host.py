@@ -177,11 +177,13 @@ class AgentHost(ABC):
     # -- set-up --------------------------------------------------------------
 
     def publish_host(self, **extra: Any) -> None:
+        """The host's identity and ``extra`` (record fields: its status, say) in one write."""
         me = os.getpid()
-        self._put(runner_pid=me, runner_pgid=os.getpgid(0), runner_token=process_start_token(me),
-                  host_package=package_version(), host_digest=runtime_digest())
-        if extra:
-            self.record = self.store(**extra)
+        identity = {"runner_pid": me, "runner_pgid": os.getpgid(0),
+                    "runner_token": process_start_token(me), "host_package": package_version(),
+                    "host_digest": runtime_digest()}
+        self.record = self.store(**{getattr(self.fields, k): v for k, v in identity.items()},
+                                 **extra)
 
     def start_tool_bridges(self) -> None:
         """Ask each bridge the agent's opt-ins name for dynamic tools; keep those that serve some.

@@ -102,9 +102,11 @@ class JobHost(AgentHost):
         return self.session["codex_binary"]
 
     def publish_app_server(self, pid: int, pgid: int, token: str | None) -> None:
-        """The job record also names the argv it runs (``command``, spec 04)."""
-        self.record = self.store(command=app_server_argv(self.record_codex_binary()))
-        super().publish_app_server(pid, pgid, token)
+        """The job record also names the argv it runs (``command``, spec 04): one write
+        with the app-server's identity, on record before any handshake."""
+        f = self.fields
+        self.record = self.store(command=app_server_argv(self.record_codex_binary()),
+                                 **{f.app_pid: pid, f.app_pgid: pgid, f.app_token: token})
 
     def goal_mode(self) -> bool:
         return self.record.get("execution_mode") == "goal"

@@ -233,6 +233,18 @@ def trial_processes(state_dir: Path, marker: str, exclude: set[int]) -> list[psu
     return found
 
 
+def idle_warm_host(proc: psutil.Process) -> bool:
+    """The state dir's warm host (``mmo_kernel.hosts.warm_host``) with no live host of its
+    own: shared like the gateway, not a process of the trial's session."""
+    from mmo_kernel.hosts.warm_host import SERVER_NAME
+
+    try:
+        return proc.name() == SERVER_NAME and all(
+            child.status() == psutil.STATUS_ZOMBIE for child in proc.children())
+    except psutil.Error:
+        return False
+
+
 def describe(procs: list[psutil.Process]) -> str:
     names = []
     for proc in procs:

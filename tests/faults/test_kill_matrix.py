@@ -45,6 +45,7 @@ import pytest
 from faults.evidence import (
     audit,
     describe,
+    idle_warm_host,
     job_problems,
     record_problems,
     rollout_turns,
@@ -270,14 +271,18 @@ def _retry_problems(trial: Trial, job: dict, applied: bool) -> list[str]:
 
 def _leftover_problems(trial: Trial, marker: str) -> list[str]:
     """Once the session has ended nothing of it runs (the shared gateway aside: the
-    fixture stops it)."""
+    fixture stops it; and the state dir's warm host once none of its hosts runs: it
+    exits on its own when idle)."""
     gateway = json.loads((trial.state_dir / "gateway" / "gateway.json").read_text())["pid"]
+
+    def left() -> list:
+        return [p for p in trial_processes(trial.state_dir, marker, {gateway})
+                if not idle_warm_host(p)]
+
     try:
-        wait_until(lambda: not trial_processes(trial.state_dir, marker, {gateway}), 30,
-                   "the trial's processes to exit", poll=0.25)
+        wait_until(lambda: not left(), 30, "the trial's processes to exit", poll=0.25)
     except AssertionError:
-        left = trial_processes(trial.state_dir, marker, {gateway})
-        return [f"processes left after the session ended: {describe(left)}"]
+        return [f"processes left after the session ended: {describe(left())}"]
     return []
 
 
