@@ -295,8 +295,10 @@ class LinkClient:
 
     def _dial(self) -> ClientConnection:
         try:
+            # a loopback server is never reached through a proxy of the environment
+            proxy = None if is_loopback_host(urlsplit(self.url).hostname or "") else True
             return connect(self.url, additional_headers={"Authorization": f"Bearer {self._token}"},
-                           open_timeout=self.open_timeout, close_timeout=2,
+                           open_timeout=self.open_timeout, close_timeout=2, proxy=proxy,
                            max_size=MAX_FRAME_BYTES, ping_interval=None,
                            user_agent_header=f"mmo-runner/{self.version}")
         except InvalidStatus as exc:

@@ -500,3 +500,13 @@ def test_the_real_server_app_serves_the_runner_link(mmo_env, tmp_path, clients):
         wait_until(lambda: app.state.hub.online("laptop"), what="the runner online")
         assert app.state.hub.runner("laptop")["projects"] == [PROJECT]
         client.stop()
+
+
+def test_a_loopback_server_is_dialled_directly_whatever_proxy_the_environment_names(
+        server, clients, monkeypatch):
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy",
+                 "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    online_runner(server, clients, FakeTools(), enroll(server)["token"])
