@@ -116,7 +116,7 @@ def run(files: list[str], jobs: int) -> None:
     started = time.monotonic()
     with log.open("w") as out:
         done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                              check=False)
+                              stdin=subprocess.DEVNULL, check=False)
     minutes = (time.monotonic() - started) / 60
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
