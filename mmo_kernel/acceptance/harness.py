@@ -17,7 +17,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,11 +103,12 @@ class Stack:
     def _start(self, name: str, *args: str) -> subprocess.Popen:
         log = self.root / "logs" / f"{name}.log"
         self.logs[name] = log
-        with open(log, "ab") as sink:
-            proc = subprocess.Popen([sys.executable, "-c", MMO_ENTRY, *args],
-                                    cwd=self.root, env=self.env(), stdin=subprocess.DEVNULL,
-                                    stdout=sink, stderr=sink, start_new_session=True)
-        self.processes[name] = proc
+        with _interrupts_deferred():  # a started process is always known to stop()
+            with open(log, "ab") as sink:
+                proc = subprocess.Popen([sys.executable, "-c", MMO_ENTRY, *args],
+                                        cwd=self.root, env=self.env(), stdin=subprocess.DEVNULL,
+                                        stdout=sink, stderr=sink, start_new_session=True)
+            self.processes[name] = proc
         return proc
 
     def _alive(self, name: str) -> None:
@@ -239,6 +243,33 @@ class Stack:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving while a process starts takes effect once it is recorded.
+
+    A Python handler (not ``SIG_IGN``, which a child would inherit) notes the signal; the
+    previous handler then runs for it when the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum))
+                for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in pending[:1]:
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(sig)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
