@@ -55,6 +55,10 @@ _KEPT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_EN
              "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "MMO_TEST_PROCESS_GUARD")
 
 
+class _Stopped(BaseException):
+    """Raised by the warm host's SIGTERM handler to leave its loop at once."""
+
+
 class Unavailable(Exception):
     """The warm host cannot serve this request; start a fresh interpreter."""
 
@@ -218,11 +222,14 @@ class _Server:
                 last = time.monotonic()
                 with conn:
                     self._serve(conn)
+        except _Stopped:
+            pass
         finally:
             self._retire()
 
     def _stop(self, *_: Any) -> None:
         self.stopping = True
+        raise _Stopped  # out of a blocking accept() at once (it would be retried otherwise)
 
     def _should_exit(self, last: float) -> bool:
         if not os.path.isdir(self.home):
