@@ -361,8 +361,17 @@ def continue_session(session_id: str, input_text: str | None = None) -> dict[str
         _audit(record, "run_resumed", host_relaunched=True, first_turn=first_turn,
                root_thread_id=record.get("root_thread_id"))
         resumed, errors = _continue_jobs(session_id, record.get("paused_job_ids") or [])
-        record = update_session(session_id, paused_job_ids=REMOVE)
+        record = _forget_paused_jobs(session_id)
         return {"session": record, "resumed_jobs": resumed, "resume_errors": errors}
+
+
+def _forget_paused_jobs(session_id: str) -> dict[str, Any]:
+    """Drop the paused-job list once its jobs were continued; a relaunched root that has
+    already finished (a short turn) keeps its terminal record as it is."""
+    current = read_session_record(session_id)
+    if "paused_job_ids" not in current or current["status"] in TERMINAL_SESSION_STATUSES:
+        return current
+    return update_session(session_id, paused_job_ids=REMOVE)
 
 
 def _continue_jobs(session_id: str, job_ids: list[str]) -> tuple[list[str], dict[str, str]]:

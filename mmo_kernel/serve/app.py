@@ -10,6 +10,7 @@ with 413 without ever being held in memory.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -45,7 +46,7 @@ class BodyLimit:
     A declared ``Content-Length`` over the limit is refused before the app runs; a streamed
     (chunked) body is counted message by message and the app's ``receive`` raises once it
     passes the limit. Whatever the app then sends is replaced by the 413, which closes the
-    connection (the unread rest of the body is never read into memory).
+    connection; the rest of the body is read and dropped before it (``_drain``), never kept.
     """
 
     def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
@@ -57,7 +58,8 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
-            await _too_large(scope, send)  # not one byte of it is read
+            await _drain(receive)  # refused from the headers; what comes is dropped
+            await _too_large(scope, send)
             return
         state = {"seen": 0, "over": False, "started": False}
 
@@ -82,7 +84,33 @@ class BodyLimit:
         except BodyTooLarge:
             pass
         if state["over"] and not state["started"]:
+            await _drain(receive)
             await _too_large(scope, send)
+
+
+DRAIN_BYTES = 4 * MAX_BODY_BYTES
+DRAIN_IDLE_SECONDS = 1.0
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop what the client is still sending before its 413 (at most
+    ``DRAIN_BYTES``; a client silent for ``DRAIN_IDLE_SECONDS`` or gone ends it).
+
+    The server closes the connection after a 413; closing while the client still sends
+    makes its TCP stack reset the connection, and the reset can discard the 413 before the
+    client reads it. (After the response, the server's ``receive`` no longer reads.)
+    """
+    budget = DRAIN_BYTES
+    while budget > 0:
+        try:
+            message = await asyncio.wait_for(receive(), DRAIN_IDLE_SECONDS)
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body"):
+            return
 
 
 def _content_length(scope: Scope) -> int | None:

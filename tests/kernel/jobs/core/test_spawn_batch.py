@@ -40,16 +40,23 @@ def _lock_free_elsewhere() -> bool:
     return answer[0]
 
 
-def _cancel_all(session_id: str) -> None:
-    """Cancel every job of the session and wait for each host to be gone."""
+def _cancel_all(session_id: str, guard=None) -> None:
+    """Cancel every job of the session and wait for each host to be gone (and, with the
+    process guard, for an app-server whose host was cancelled while starting it: it exits
+    when its stdin closes)."""
     records = [read_job_record(job["job_id"]) for job in list_jobs(session_id)]
     for record in records:  # a cancel forgets the host's identity: keep it to wait on
         cancel_job(record["job_id"], session_id)
     for record in records:
         wait_until(lambda r=record: not host_alive(r), 30, f"the host of {record['job_id']}")
+    if guard is not None:  # the session's gateway stays: the conftest stops it
+        wait_until(lambda: not [p for p in guard.leftovers()
+                                if "mmo_kernel.gateway" not in p.cmdline()], 30,
+                   "the cancelled jobs' processes to exit")
 
 
-def test_each_host_is_on_record_before_anything_else_can_write(make_session, monkeypatch):
+def test_each_host_is_on_record_before_anything_else_can_write(make_session, monkeypatch,
+                                                              mmo_process_guard):
     session = make_session()
     sid = session["session_id"]
     seen: list[dict] = []
@@ -86,7 +93,7 @@ def test_each_host_is_on_record_before_anything_else_can_write(make_session, mon
                    if e["event"] == "agent_started"]
         assert started == [a["job_id"] for a in accepted]
     finally:
-        _cancel_all(sid)
+        _cancel_all(sid, mmo_process_guard)
 
 
 def test_a_batch_reads_its_session_once_and_builds_each_agents_environment_once(
