@@ -148,6 +148,7 @@ class Redactor:
         self.forms = forms
         self._raw = _alternation(self.names)
         self._any = _alternation(forms)
+        self._bytes: re.Pattern[bytes] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -205,9 +206,10 @@ class Redactor:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            pattern = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in sorted(
-                self.names, key=lambda v: (-len(v), v))))
-            return pattern.sub(
+            if self._bytes is None:  # built once per redactor: a pump calls this per line
+                self._bytes = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in sorted(
+                    self.names, key=lambda v: (-len(v), v))))
+            return self._bytes.sub(
                 lambda m: marker(self.names[m.group(0).decode("utf-8")]).encode("utf-8"), data)
         clean = self.text(text)
         return data if clean == text else clean.encode("utf-8")
