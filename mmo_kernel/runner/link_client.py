@@ -196,6 +196,8 @@ class LinkClient:
         """Set while a link is greeted (welcome received)."""
         self.links_opened = 0
         """Greeted links so far (a reconnect adds one)."""
+        self.links_closed = 0
+        """Greeted links that have ended (incremented after ``connected`` is cleared)."""
         self.fatal: LinkRejected | None = None
         self.last_error: str | None = None
         self.heartbeat_secs: float | None = None
@@ -336,6 +338,8 @@ class LinkClient:
                 raise
             finally:
                 self.connected.clear()
+                if greeted_at is not None:
+                    self.links_closed += 1
                 if self._link is link:
                     self._link = None
                 link.close()
@@ -403,3 +407,30 @@ class LinkClient:
             except Exception:  # noqa: BLE001 - dropped mid-reply: the server reports it
                 log.info("reply to call %s dropped: its link failed", call.call_id)
                 return
+
+
+class LinkWatch:
+    """The link's ups and downs since the last look, read from the client's counters.
+
+    Sampling ``connected`` misses a link that came up and dropped between two looks
+    (a server stopped right after a call): the runner would leave its sessions
+    ``running`` while unlinked. Counters never miss one; a quick re-dial reads as a
+    drop followed by an up.
+    """
+
+    def __init__(self, client: LinkClient) -> None:
+        self._client = client
+        self._opened = 0
+        self._closed = 0
+
+    def changes(self) -> list[bool]:
+        """``[False]`` for a drop, ``[True]`` for a new link, both in order, or ``[]``."""
+        closed, opened = self._client.links_closed, self._client.links_opened
+        up = self._client.connected.is_set()
+        seen: list[bool] = []
+        if closed != self._closed:
+            seen.append(False)
+        if opened != self._opened and up:
+            seen.append(True)
+        self._closed, self._opened = closed, opened
+        return seen

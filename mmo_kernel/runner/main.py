@@ -120,18 +120,18 @@ class Runner:
                  self.config.owner, len(self.registry.projects()),
                  ", ".join(sorted(self.registry.projects())) or "none")
         self._link_changed(False)  # sessions of a previous runner wait for this link
+        from mmo_kernel.runner.link_client import LinkWatch
+
+        watch = LinkWatch(self.link)
         self.link.start()
-        was_up, opened = False, 0
         next_scan = 0.0
         while not self.stopping.wait(POLL_SECONDS):
-            up = self.link.connected.is_set()
-            if up != was_up or (up and self.link.links_opened != opened):
+            for up in watch.changes():
                 self._link_changed(up)
-                was_up, opened = up, self.link.links_opened
             now = time.monotonic()
             if now >= next_scan:
                 next_scan = now + RESCAN_SECONDS
-                if self.registry.rescan() and up:
+                if self.registry.rescan() and self.link.connected.is_set():
                     self.link.send_projects(self.registry.wire())
         return self.shutdown()
 

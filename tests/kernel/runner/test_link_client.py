@@ -25,6 +25,7 @@ from mmo_kernel.runner.link_client import (
     Backoff,
     InsecureTransportError,
     LinkClient,
+    LinkWatch,
     runner_ws_url,
 )
 
@@ -278,3 +279,30 @@ def test_backoff_doubles_to_30_seconds_with_jitter_and_resets():
     assert len({round(w, 6) for w in waits[-3:]}) > 1  # jittered, not lockstep
     backoff.reset()
     assert backoff.next() <= 0.5
+
+
+def test_a_link_that_drops_between_two_looks_still_reads_as_a_drop(servers, clients):
+    """The runner suspends its sessions on every drop, even one shorter than its poll."""
+
+    def behave(ws: ServerConnection, hello: dict[str, Any]) -> None:
+        welcome(ws)
+        if len(server.headers) == 1:  # the first link ends before anyone looks
+            ws.close(1012, "service restart")
+            return
+        frames_until_closed(ws, [])
+
+    server = ScriptedServer(behave)
+    servers.append(server)
+    server.start()
+    client = make_client(clients, server.url)
+    watch = LinkWatch(client)
+    client.start()
+    wait_until(lambda: client.links_opened == 2 and client.connected.is_set(),
+               what="the re-dialled link")
+
+    assert watch.changes() == [False, True]
+    assert watch.changes() == []
+
+    client.stop()
+    wait_until(lambda: client.links_closed == 2, what="the stopped link to count as ended")
+    assert watch.changes() == [False]
