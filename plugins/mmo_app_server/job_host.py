@@ -80,7 +80,6 @@ class JobHost(AgentHost):
         name = record.get("contract_transport")
         self.transport = get_driver("contract_transports", name) if self.schema and name else None
         self.on_pending = self._pending_changed
-        self.usage = dict(record.get("usage") or {})
         self.retired = False
         self.compaction_requested = False
 
@@ -112,12 +111,9 @@ class JobHost(AgentHost):
         return self.record.get("execution_mode") == "goal"
 
     def on_turn_done(self, outcome: Any) -> None:
-        last = (outcome.token_usage or {}).get("last")
-        if isinstance(last, dict):
-            for key, name in (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens"),
-                              ("total_tokens", "totalTokens")):
-                self.usage[key] = int(self.usage.get(key, 0)) + int(last.get(name, 0))
-            self.store(usage=self.usage)
+        usage = outcome.thread_usage()
+        if usage is not None:
+            self.store(usage=usage)
 
     def on_goal_status(self, status: str | None) -> None:
         self.store(goal_status=status)

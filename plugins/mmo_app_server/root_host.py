@@ -115,12 +115,9 @@ class RootHost(AgentHost):
         return self.record.get("root_execution_mode") == "goal"
 
     def on_turn_done(self, outcome: Any) -> None:
-        total = (outcome.token_usage or {}).get("total")
-        if isinstance(total, dict):
-            self.store(root_usage={"input_tokens": int(total.get("inputTokens", 0)),
-                                   "output_tokens": int(total.get("outputTokens", 0)),
-                                   "total_tokens": int(total.get("totalTokens", 0))},
-                       last_active_at=utc_now())
+        usage = outcome.thread_usage()
+        if usage is not None:
+            self.store(root_usage=usage, last_active_at=utc_now())
 
     def on_goal_status(self, status: str | None) -> None:
         self.store(root_goal_status=status)

@@ -33,6 +33,16 @@ class TurnOutcome(BaseModel):
     error: dict[str, Any] | None = None
     errors: list[dict[str, Any]] = []
 
+    def thread_usage(self) -> dict[str, int] | None:
+        """The thread's token totals as MMO records them (``tokenUsage.total``; ``last``
+        is only the final model request of the turn)."""
+        total = (self.token_usage or {}).get("total")
+        if not isinstance(total, dict):
+            return None
+        return {"input_tokens": int(total.get("inputTokens", 0)),
+                "output_tokens": int(total.get("outputTokens", 0)),
+                "total_tokens": int(total.get("totalTokens", 0))}
+
 
 @dataclass
 class _TurnState:

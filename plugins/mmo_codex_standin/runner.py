@@ -26,6 +26,8 @@ USAGE_LIMIT_MESSAGE = (
 HOLD_POLL_SECONDS = 0.05
 """How often a ``FAKE_HOLD_UNTIL`` turn looks for its file."""
 GOAL_EVENT_LEAD = 0.2
+TOOL_CALL_TOKENS = 20
+"""Output tokens of a model request that only asks for a tool call."""
 """Seconds between a ``*_BEFORE_TURN`` goal event and the end of its turn."""
 GOAL_WAIT_SECONDS = 2.0
 """At most this long a turn told to call ``update_goal`` waits for the thread's goal."""
@@ -268,6 +270,7 @@ async def _run(
         if m.has(flag):  # the goal changes first; the turn ends a moment later
             _emit_goal(server, thread, turn_id, goals.change_status(server, thread, status))
             await _sleep(active, GOAL_EVENT_LEAD)
+    tool_requests = _account_tool_requests(server, thread, turn_id, record, m)
     notes = await _effects(server, thread, active, m)
     if m.has("FAKE_PROVIDER_USAGE_LIMIT") or (
         m.has("FAKE_PROVIDER_USAGE_LIMIT_ONCE")
@@ -276,7 +279,23 @@ async def _run(
         return _failed(server, thread, active, USAGE_LIMIT_MESSAGE, "usageLimitExceeded")
     if m.has("FAKE_PROVIDER_BAD_REQUEST"):
         return _failed(server, thread, active, BAD_REQUEST_MESSAGE, "other")
-    await _finish(server, thread, active, m, notes, goal_before)
+    await _finish(server, thread, active, m, notes, goal_before, tool_requests)
+
+
+def _account_tool_requests(server, thread: ThreadState, turn_id: str, record: dict[str, Any],
+                           m: Markers) -> int:
+    """A turn that calls tools makes one model request per call before its final answer,
+    and real Codex reports each one (``last`` is that request only, ``total`` the
+    thread's sum): a reader adding up ``last`` per turn undercounts. Returns the tokens."""
+    spent = 0
+    for _ in range(len(m.mcp_calls) + len(m.tool_calls)):
+        request = shapes.usage_breakdown(100 + len(record["input_text"]), TOOL_CALL_TOKENS)
+        thread.total_usage = shapes.add_usage(thread.total_usage, request)
+        spent += request["totalTokens"]
+        server.emit(thread, "thread/tokenUsage/updated", {
+            "threadId": thread.id, "turnId": turn_id,
+            "tokenUsage": shapes.token_usage(thread.total_usage, request)})
+    return spent
 
 
 async def _finish(
@@ -286,6 +305,7 @@ async def _finish(
     m: Markers,
     notes: list[str],
     goal_before: dict | None,
+    tool_requests: int = 0,
 ) -> None:
     record = active.record
     turn_id = record["id"]
@@ -296,7 +316,11 @@ async def _finish(
     thread.total_usage = shapes.add_usage(thread.total_usage, last)
     completes = record["kind"] == "goal" or "update_goal" in record["input_text"]
     goal = goals.account(
-        server, thread, last["totalTokens"], time.monotonic() - active.started_monotonic, completes
+        server,
+        thread,
+        tool_requests + last["totalTokens"],
+        time.monotonic() - active.started_monotonic,
+        completes,
     )
     finalization = (
         bool(record.get("output_schema"))

@@ -342,3 +342,19 @@ def test_a_provider_bad_request_fails_the_worker_as_rejected(session):
     assert record["error"] == "Provider rejected the request as invalid", record["error"]
     assert "400 Bad Request" in record["failure"]["message"]
     assert "400 Bad Request" in Path(record["partial_result_path"]).read_text()
+
+
+def test_a_jobs_usage_is_its_threads_total_across_tool_calls_and_turns(session):
+    """A turn that calls tools makes several model requests; ``last`` is only the final
+    one, so the record's usage is the thread's ``total`` (what the provider billed)."""
+    record = finish(session, spawn(
+        session, "strict_goal", "Investigate FAKE_MCP_CALL nowhere.echo {} and report"))
+    usage_updates = [json.loads(line)["message"]["params"]["tokenUsage"]
+                     for line in Path(record["events_path"]).read_text().splitlines()
+                     if '"thread/tokenUsage/updated"' in line]
+    assert len(usage_updates) > len(turn_starts(record))  # tool requests are reported too
+
+    thread_total = usage_updates[-1]["total"]
+    assert record["usage"] == {"input_tokens": thread_total["inputTokens"],
+                               "output_tokens": thread_total["outputTokens"],
+                               "total_tokens": thread_total["totalTokens"]}
