@@ -11,6 +11,9 @@ Responses request into a stream of Responses SSE events. Its public surface:
 - route faults: :func:`fault_headers` gives the ``http_headers`` of a provider
   block for an injected fault (``ROUTE_FAULTS``, header ``FAULT_HEADER``); the
   gateway answers those requests itself;
+- MMO's own headers (``X-MMO-*``: faults, the session/job/agent a request is
+  attributed to) end at the gateway: :func:`is_mmo_header` tells a driver
+  never to send one upstream;
 - the stream: :class:`ResponsesStream` builds the events Codex parses
   (:func:`usage_block`, :func:`new_id`, :func:`sse_event`); yield a
   :class:`LogNote` to add usage or the upstream model to the request log;
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING
 from mmo_kernel import lazy_exports
 
 if TYPE_CHECKING:
+    from mmo_kernel.gateway.attribution import is_mmo_header
     from mmo_kernel.gateway.errors import (
         GatewayError,
         bad_request,
@@ -87,6 +91,7 @@ __all__ = [
     "fault_headers",
     "gateway_models",
     "gateway_status",
+    "is_mmo_header",
     "iter_frames",
     "new_id",
     "not_found",
@@ -103,6 +108,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy_exports(__name__, {
+    "mmo_kernel.gateway.attribution": ("is_mmo_header",),
     "mmo_kernel.gateway.errors": (
         "GatewayError", "bad_request", "error_body", "not_found", "server_error", "unauthorized",
         "usage_limited",

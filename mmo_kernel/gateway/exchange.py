@@ -22,17 +22,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from mmo_kernel.gateway import http_io
+from mmo_kernel.gateway.attribution import is_mmo_header
 from mmo_kernel.gateway.collect import collected_answer
 from mmo_kernel.gateway.errors import GatewayError, bad_request, error_body, not_found
 from mmo_kernel.gateway.faults import FAULT_HEADER, ROUTE_FAULTS, fault_error
 from mmo_kernel.gateway.json_body import parse_body
 from mmo_kernel.gateway.notes import LogNote
-from mmo_kernel.gateway.request_log import now_iso
+from mmo_kernel.gateway.request_log import new_record
 from mmo_kernel.gateway.responses_stream import ResponsesStream
 from mmo_kernel.gateway.sources import CredentialEnv, credential_value
 from mmo_kernel.gateway.sse import SseDecoder
 
-SESSION_HEADER = "x-mmo-session"
 COALESCE_LIMIT = 64 * 1024
 _END = object()
 
@@ -48,12 +48,7 @@ class Exchange:
         self.models = models
         self.writer = writer
         self.started = time.perf_counter()
-        self.record: dict[str, Any] = {"at": now_iso(), "route": route.id, "model": None,
-                                       "status": None, "latency_ms": None, "usage": None,
-                                       "provider_metadata": None}
-        session = request.headers.get(SESSION_HEADER)
-        if session:
-            self.record["session"] = session[:128]
+        self.record = new_record(route.id, request.headers)
         self.supplied: dict[str, str] = {}
         self._cancelled = threading.Event()
         self._streaming = False
@@ -102,7 +97,7 @@ class Exchange:
             raise fault_error(fault, self.route.id)
         for header, env_name in self.route.env_http_headers.items():
             value = self.request.headers.get(header.lower())
-            if value:
+            if value and not is_mmo_header(header):  # MMO's own headers end here
                 self.supplied[env_name] = value
         return model, body
 

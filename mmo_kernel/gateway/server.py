@@ -19,15 +19,15 @@ from typing import Any
 from mmo_kernel import package_version
 from mmo_kernel.gateway import http_io
 from mmo_kernel.gateway.errors import GatewayError, error_body, not_found
-from mmo_kernel.gateway.exchange import SESSION_HEADER, Exchange
+from mmo_kernel.gateway.exchange import Exchange
 from mmo_kernel.gateway.listing import models_payload
-from mmo_kernel.gateway.request_log import RequestLog, now_iso
+from mmo_kernel.gateway.request_log import RequestLog, new_record, now_iso
 from mmo_kernel.gateway.sources import CatalogView
 from mmo_kernel.gateway.upstream_async import close_idle_connections
 from mmo_kernel.plugin.manager import get_driver
 
 SERVICE = "mmo-gateway"
-__all__ = ["SERVICE", "SESSION_HEADER", "GatewayServer", "GatewayThread"]
+__all__ = ["SERVICE", "GatewayServer", "GatewayThread"]
 
 
 class GatewayServer:
@@ -195,12 +195,8 @@ class GatewayServer:
     async def _refuse(self, request: http_io.Request, route_id: str,
                       writer: asyncio.StreamWriter, err: GatewayError) -> None:
         """Answer a route request with ``err`` before any driver runs, and log it."""
-        record = {"at": now_iso(), "route": route_id[:128], "model": None,
-                  "status": err.status, "latency_ms": 0.0, "usage": None,
-                  "provider_metadata": None, "error": err.message}
-        session = request.headers.get(SESSION_HEADER)
-        if session:
-            record["session"] = session[:128]
+        record = new_record(route_id[:128], request.headers)
+        record.update(status=err.status, latency_ms=0.0, error=err.message)
         self.log.write(record)
         if err.status >= 500:
             print(f"{now_iso()} mmo gateway: {request.method} {request.path}: HTTP {err.status}: "

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import tomlkit
 
 from mmo_kernel.config.catalog import Model, Route
+from mmo_kernel.gateway.attribution import attribution_headers
 from mmo_kernel.plugin.drivers import RouteDriver, opt_ins_by_bridge
 from mmo_kernel.plugin.manager import driver_names, route_driver, tool_bridge
 from mmo_kernel.profiles.schema import PROFILE_SKILL_RELATIVE_PATH, agent_guidance_relative_path
@@ -139,6 +140,28 @@ def _provider(driver: RouteDriver, route: Route, model: Model, ctx: HomeContext
     return driver.provider_config(route, model, ctx.gateway_url, fault=fault)
 
 
+def _attributed(provider: dict[str, Any], profile: Any, agent: str, ctx: HomeContext
+                ) -> dict[str, Any]:
+    """``provider`` with the session/agent (and, for a worker, job) headers in its block.
+
+    The gateway records them per request. Only a block whose ``base_url`` is
+    MMO's gateway gets them (they never go to a provider directly); the
+    driver's own headers (a fault) are kept.
+    """
+    provider_id = provider.get("model_provider")
+    block = (provider.get("model_providers") or {}).get(provider_id)
+    gateway = ctx.gateway_url.rstrip("/")
+    if not (gateway and isinstance(block, dict)
+            and str(block.get("base_url", "")).startswith(gateway + "/")):
+        return provider
+    static, from_env = attribution_headers(ctx.session_id, agent,
+                                           worker=agent != profile.root_agent)
+    block = {**block, "http_headers": {**(block.get("http_headers") or {}), **static}}
+    if from_env:
+        block["env_http_headers"] = {**(block.get("env_http_headers") or {}), **from_env}
+    return {**provider, "model_providers": {**provider["model_providers"], provider_id: block}}
+
+
 def render_config(profile: Any, agent: str, routes: dict[str, Route], models: dict[str, Model],
                   home: Path, ctx: HomeContext) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The agent's ``config.toml`` as data, and the env var names its process needs."""
@@ -147,7 +170,7 @@ def render_config(profile: Any, agent: str, routes: dict[str, Route], models: di
     route = routes[model.route]
     driver = route_driver(route.driver)
     config: dict[str, Any] = {}
-    provider = _provider(driver, route, model, ctx)
+    provider = _attributed(_provider(driver, route, model, ctx), profile, agent, ctx)
     config.update({k: v for k, v in provider.items() if k != "model_providers"})
     if model.has_reasoning and spec.reasoning:
         config["model_reasoning_effort"] = spec.reasoning

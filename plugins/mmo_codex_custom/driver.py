@@ -24,6 +24,7 @@ from mmo_kernel.gateway import (
     credential_value,
     error_body,
     fault_headers,
+    is_mmo_header,
     post_json,
     post_json_async,
 )
@@ -98,14 +99,14 @@ class CodexCustomRoute(RouteDriver):
             raise DriverConfigError(where, f"credential_env {route.credential_env!r} is not an "
                                     "environment variable name")
         for header, env in route.env_http_headers.items():
-            if not HEADER_NAME.match(header) or header.lower() in FORBIDDEN_HEADERS:
+            if not _settable(header):
                 raise DriverConfigError(where, f"env_http_headers: {header!r} is not a header "
                                         "a route may set")
             if not ENV_NAME.match(env):
                 raise DriverConfigError(where, f"env_http_headers.{header}: {env!r} is not an "
                                         "environment variable name")
         for header in options.static_headers:
-            if not HEADER_NAME.match(header) or header.lower() in FORBIDDEN_HEADERS:
+            if not _settable(header):
                 raise DriverConfigError(where, f"options.static_headers: {header!r} is not a "
                                         "header a route may set")
 
@@ -255,6 +256,12 @@ class CodexCustomRoute(RouteDriver):
             else:
                 headers["Authorization"] = f"Bearer {key}"
         return headers
+
+
+def _settable(header: str) -> bool:
+    """A header a route may send upstream: not the gateway's own, not MMO's ``X-MMO-*``."""
+    return (bool(HEADER_NAME.match(header)) and header.lower() not in FORBIDDEN_HEADERS
+            and not is_mmo_header(header))
 
 
 def _classified(route: Any, err: GatewayError) -> GatewayError:

@@ -128,12 +128,15 @@ def test_a_session_on_the_plugins_route_runs_a_turn_through_its_driver(
     assert config["model_provider"] == "mmo_echo"
     assert config["model_providers"]["mmo_echo"] == {
         "name": "Echo", "base_url": f"{session['gateway_url']}/routes/echo/v1",
-        "wire_api": "responses"}
+        "wire_api": "responses", "http_headers": {
+            "X-MMO-Session": session["session_id"], "X-MMO-Agent": "escalation_lead"}}
 
     log = [json.loads(line) for line in
            (mmo_env.state_dir / "gateway" / "requests.jsonl").read_text().splitlines()]
     assert [(r["route"], r["model"], r["status"]) for r in log] == [
         ("echo", "echo__echo_small", 200)]
+    # the kernel's attribution headers reached the gateway through the plugin's provider block
+    assert (log[0]["session_id"], log[0]["job_id"]) == (session["session_id"], None)
     # Codex charged the root exactly the usage the driver reported
     assert session["root_usage"]["total_tokens"] == log[0]["usage"]["total_tokens"] > 0
 
