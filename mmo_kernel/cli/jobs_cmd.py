@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from mmo_kernel.cli.costs import job_money, with_job_cost
 from mmo_kernel.cli.output import RAW, ago, print_json, short, table, unreadable_note
 from mmo_kernel.cli.output import json_flag as _json
 from mmo_kernel.cli.paging import add_filters
@@ -61,10 +62,10 @@ def run_list(args: argparse.Namespace) -> int:
     rows, more = cut(rows, size, is_unreadable)
     jobs = [r if is_unreadable(r) else public_job(r) for r in rows]
     if args.json:
-        print_json({"jobs": jobs, "has_more": more})
+        print_json({"jobs": [with_job_cost(j) for j in jobs], "has_more": more})
         return 0
     shorts = short_job_ids(j["job_id"] for j in jobs)
-    table(("job", "agent", "status", "result", "rev", "created", "task"),
+    table(("job", "agent", "status", "result", "rev", "created", "cost", "task"),
           [_job_row(j, shorts[j["job_id"]]) for j in jobs])
     if more:
         more_note("jobs", size)
@@ -75,7 +76,7 @@ def _job_row(job: dict[str, Any], short_id: str) -> tuple[Any, ...]:
     if is_unreadable(job):
         return (short_id, unreadable_note(job))
     return (short_id, job["agent"], job["status"], job.get("result_state") or "",
-            job.get("control_revision", ""), ago(job.get("created_at")),
+            job.get("control_revision", ""), ago(job.get("created_at")), job_money(job),
             short(job.get("task_kind") or job.get("task")))
 
 
@@ -84,7 +85,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     record, _, _ = _as_root(args)
     if args.json:
-        print_json(public_job(record))
+        print_json(with_job_cost(public_job(record)))
         return 0
     for key in SHOW_FIELDS:
         if key in record:
@@ -92,6 +93,8 @@ def run_show(args: argparse.Namespace) -> int:
             shown = json.dumps(value) if isinstance(value, (dict, list)) else value
             suffix = f" ({ago(value)})" if key.endswith("_at") else ""
             print(f"{key:<22} {shown}{suffix}")
+        if key == "usage":  # the cost goes with the usage it prices, known or not
+            print(f"{'cost_usd':<22} {job_money(record)}")
     if record.get("task"):
         print(f"\ntask:\n{record['task']}")
     return 0
@@ -227,9 +230,10 @@ def _reason(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list worker jobs", description=(
-        "List worker jobs, newest first, with status, result state and control revision: "
-        "the newest 50 unless --limit N or --all. The JOB column shows short ids (the "
-        "shortest unique prefix); --json keeps full ids."))
+        "List worker jobs, newest first, with status, result state, control revision and "
+        "cost (n/a when the model has no price in the catalog): the newest 50 unless "
+        "--limit N or --all. The JOB column shows short ids (the shortest unique prefix); "
+        "--json keeps full ids and gives cost_usd."))
     jobs.add_argument("--session", metavar="ID",
                       help="only the jobs of this session (an id or a unique prefix)")
     jobs.add_argument("--status", action="append", choices=JOB_STATUSES, metavar="STATUS",

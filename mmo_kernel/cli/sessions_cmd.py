@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
+from mmo_kernel.cli.costs import job_money, root_money, with_job_cost, with_root_cost
 from mmo_kernel.cli.output import (
     RAW,
     ago,
@@ -148,7 +149,7 @@ def _session_row(record: dict[str, Any], short_id: str) -> tuple[Any, ...]:
     if is_unreadable(record):
         return (short_id, unreadable_note(record))
     return (short_id, record["profile_id"], record["status"], ago(record.get("created_at")),
-            _root_turn(record), tokens(record.get("root_usage")))
+            _root_turn(record), tokens(record.get("root_usage")), root_money(record))
 
 
 def run_sessions(args: argparse.Namespace) -> int:
@@ -164,11 +165,11 @@ def run_sessions(args: argparse.Namespace) -> int:
     records = [r for r in records if _listed(r, args)]
     records, more = cut(records, size, is_unreadable)
     if args.json:
-        print_json({"sessions": [r if is_unreadable(r) else public_session(r)
+        print_json({"sessions": [r if is_unreadable(r) else with_root_cost(public_session(r))
                                  for r in records], "has_more": more})
         return 0
     shorts = short_session_ids(r["session_id"] for r in records)
-    table(("session", "profile", "status", "age", "root turn", "tokens"),
+    table(("session", "profile", "status", "age", "root turn", "tokens", "cost"),
           [_session_row(r, shorts[r["session_id"]]) for r in records])
     if not args.all and not args.status:
         print("(active sessions only; --all includes finished ones)", file=sys.stderr)
@@ -197,6 +198,7 @@ def _summary(record: dict[str, Any]) -> list[tuple[str, Any]]:
         ("kind", record.get("session_kind")), ("cwd", record.get("cwd")),
         ("root agent", record.get("root_agent")), ("thread", record.get("root_thread_id")),
         ("root turn", _root_turn(record)), ("tokens", tokens(record.get("root_usage"))),
+        ("cost", root_money(record)),
         ("created", ago(record.get("created_at"))), ("finished", ago(record.get("finished_at"))),
         ("result", record.get("result_path") and
          f"{record.get('result_kind') or 'final'}: {record['result_path']}"),
@@ -222,7 +224,7 @@ def run_show(args: argparse.Namespace) -> int:
     jobs = [j if is_unreadable(j) else public_job(j)
             for j in list_jobs(args.session_id, include_unreadable=True)]
     if args.json:
-        print_json({"session": record, "jobs": jobs})
+        print_json({"session": with_root_cost(record), "jobs": [with_job_cost(j) for j in jobs]})
         return 0
     fields(_summary(record))
     evidence = _evidence(record)
@@ -231,10 +233,10 @@ def run_show(args: argparse.Namespace) -> int:
         fields(evidence)
     print(f"\njobs ({len(jobs)})")
     shorts = short_job_ids(j["job_id"] for j in jobs)
-    table(("job", "agent", "status", "result", "elapsed", "tokens", "task"),
+    table(("job", "agent", "status", "result", "elapsed", "tokens", "cost", "task"),
           [(shorts[j["job_id"]], unreadable_note(j)) if is_unreadable(j) else
            (shorts[j["job_id"]], j["agent"], j["status"], j.get("result_state") or "",
-            ago(j.get("created_at")), tokens(j.get("usage")),
+            ago(j.get("created_at")), tokens(j.get("usage")), job_money(j),
             short(j.get("task_kind") or j.get("task"), 40)) for j in jobs])
     return 0
 

@@ -7,6 +7,7 @@ homes); ``catalog_load`` reads the built-in catalog and the user's
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,38 @@ class ProviderRouting(_Strict):
 
     only: list[str] = Field(default_factory=list)
     allow_fallbacks: bool = True
+
+
+class Price(_Strict):
+    """``[models.<key>.price]``: what the provider charges, in USD per million tokens.
+
+    Absent on a model means the price is unknown: costs then show as unknown,
+    never as a guess. ``cached_input`` is the rate for input tokens served from
+    the provider's prompt cache; without it they cost ``input``.
+    """
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, value: Any) -> Any:
+        if not isinstance(value, (dict, Price)):
+            raise ValueError(
+                "must be a table of USD per million tokens, e.g. "
+                "price = { input = 3.0, output = 15.0, cached_input = 0.3 }"
+            )
+        return value
+
+    @field_validator("input", "output", "cached_input")
+    @classmethod
+    def _rate(cls, value: float | None) -> float | None:
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise ValueError(
+                f"{value!r} is not a price (a non-negative number of USD per million tokens)"
+            )
+        return value
 
 
 class Route(_Strict):
@@ -127,6 +160,8 @@ class Model(_Strict):
     default_reasoning: str | None = None
     context_window: int | None = Field(default=None, gt=0)
     provider_routing: ProviderRouting | None = None
+    price: Price | None = None
+    """USD per million tokens; None = unknown (see ``config.pricing``)."""
 
     @property
     def has_reasoning(self) -> bool:
@@ -235,5 +270,11 @@ class Catalog:
         route_ids = sorted({m.route for m in models.values()})
         return {
             "routes": {rid: self.routes[rid].model_dump(mode="json") for rid in route_ids},
-            "models": {key: m.model_dump(mode="json") for key, m in models.items()},
+            "models": {key: model_entry(m) for key, m in models.items()},
         }
+
+
+def model_entry(model: Model) -> dict[str, Any]:
+    """A model as JSON data; an unknown price is left out, so a snapshot of an unpriced
+    model has the same content (and hash) it had before prices existed."""
+    return model.model_dump(mode="json", exclude=None if model.price is not None else {"price"})

@@ -1,0 +1,48 @@
+"""Costs in the CLI's read commands: ``cost_usd`` in JSON, ``$0.0123`` or ``n/a`` in tables.
+
+A cost is the recorded token usage at the price the session's snapshot gives
+the agent's model (docs/catalog.md, "Prices and cost"); unknown stays unknown.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from mmo_kernel.config.pricing import cost_number
+from mmo_kernel.profiles.costs import job_cost, root_cost
+from mmo_kernel.state.records import is_unreadable
+
+UNKNOWN = "n/a"
+SMALLEST = Decimal("0.0001")
+
+
+def money(cost: Decimal | None) -> str:
+    """``$0.0123`` under a dollar, ``$12.34`` from one, ``n/a`` when the cost is unknown."""
+    if cost is None:
+        return UNKNOWN
+    if cost == 0:
+        return "$0.00"
+    if cost < SMALLEST:
+        return f"<${SMALLEST}"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+
+
+def with_job_cost(job: dict[str, Any]) -> dict[str, Any]:
+    """A job row plus ``cost_usd`` (a number, or null when unknown); unreadable rows as they are."""
+    return job if is_unreadable(job) else {**job, "cost_usd": cost_number(job_cost(job))}
+
+
+def with_root_cost(session: dict[str, Any]) -> dict[str, Any]:
+    """A session row plus ``root_cost_usd``, the cost of its ``root_usage``."""
+    if is_unreadable(session):
+        return session
+    return {**session, "root_cost_usd": cost_number(root_cost(session))}
+
+
+def job_money(job: dict[str, Any]) -> str:
+    return money(job_cost(job))
+
+
+def root_money(session: dict[str, Any]) -> str:
+    return money(root_cost(session))
