@@ -2,6 +2,10 @@
 
 Every name here is re-exported from the kernel module that holds it. The
 module is imported lazily by the mesh, so keep it free of side effects.
+
+``load_job``/``list_jobs``/``load_session``/``iter_sessions`` reconcile (and may write);
+the ``peek_*`` reads report what they would show and write nothing, for viewers that
+refresh every second (``mmo top``, ``mmo ui``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from mmo_kernel.jobs.cancel import cancel_job
 from mmo_kernel.jobs.controls import control_job, inspect_job
 from mmo_kernel.jobs.fork import fork_job
 from mmo_kernel.jobs.listing import list_jobs, load_job
+from mmo_kernel.jobs.peek import peek_job, peek_job_record, peek_jobs
 from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, public_job
 from mmo_kernel.jobs.results import accept_result, read_result, reject_result
 from mmo_kernel.jobs.session_end import finish_session
@@ -57,6 +62,7 @@ from mmo_kernel.profiles.schema import (
 from mmo_kernel.profiles.snapshots import compile_profile, load_snapshot
 from mmo_kernel.sessions.create import create_session
 from mmo_kernel.sessions.env import session_environment
+from mmo_kernel.sessions.peek import peek_session, peek_session_record, peek_sessions
 from mmo_kernel.sessions.records import TERMINAL_SESSION_STATUSES, iter_session_records, session_dir
 from mmo_kernel.sessions.retention import clean_state as _clean_state
 from mmo_kernel.sessions.state import (
@@ -64,6 +70,7 @@ from mmo_kernel.sessions.state import (
     taint_session,
     update_session,
 )
+from mmo_kernel.state.actor import ACTOR_KINDS, acting_as, current_actor, login_name
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION
 from mmo_kernel.state.processes import process_matches, process_start_token
 
@@ -76,6 +83,7 @@ def clean_state(job_days: float, session_days: float) -> dict[str, int]:
 
 
 __all__ = [
+    "ACTOR_KINDS", "acting_as", "current_actor", "login_name",
     "AGENT_MCP_CONTROL_TOOLS", "AdmissionError", "ControlDeliveryUnknown", "MMO_SCHEMA_VERSION",
     "PROFILE_SKILL_NAME", "PROFILE_SKILL_RELATIVE_PATH", "TERMINAL_JOB_STATUSES",
     "TERMINAL_SESSION_STATUSES", "accept_result", "agent_guidance_relative_path",
@@ -85,7 +93,9 @@ __all__ = [
     "inspect_job", "integrate_patch", "iter_session_records", "iter_session_runs",
     "iter_sessions", "job_dir", "launch_interactive", "list_jobs", "load_job", "load_profile",
     "load_session", "load_session_run", "load_snapshot", "mark_session_running",
-    "normalize_turn_failure", "package_version", "pause_session", "process_matches",
+    "normalize_turn_failure", "package_version", "pause_session", "peek_job",
+    "peek_job_record", "peek_jobs", "peek_session", "peek_session_record", "peek_sessions",
+    "process_matches",
     "process_start_token", "public_job", "public_session", "read_agent_trace_record",
     "read_result", "read_trace", "reject_result", "resolve_resume_session",
     "resume_interactive", "root_mcp_token", "route_telemetry", "run_root_exec",

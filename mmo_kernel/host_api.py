@@ -18,7 +18,9 @@ write one; a third-party host may rely on every name in ``__all__``:
   ``stopped_jobs``: ``mmo_kernel.jobs.session_end``); ``session_file``;
   ``ROOT_HOST_FIELDS`` as above for a root host; ``TERMINAL_SESSION_STATUSES``.
 - **Audit**: ``audit_event`` appends one event to a session's audit log under its run;
-  ``append_jsonl`` appends to any JSONL log (an event log, say).
+  ``append_jsonl`` appends to any JSONL log (an event log, say). A host process calls
+  ``set_process_actor`` once at start, with ``"agent"`` and its agent's name, so every
+  event it (or a thread it starts) records says who acted (``actor``, ``actor_name``).
 - **Snapshots and agent homes**: ``snapshot_profile`` (the compiled profile a session
   runs), ``load_snapshot`` and ``snapshot_catalog`` (its routes and models),
   ``root_environment`` / ``session_environment`` (an agent's process environment:
@@ -77,6 +79,7 @@ from mmo_kernel.sessions.records import (
     utc_now,
 )
 from mmo_kernel.sessions.state import HOST_FIELDS, REMOVE, update_session
+from mmo_kernel.state.actor import set_process_actor
 from mmo_kernel.state.audit import append_audit, append_jsonl, utc_timestamp
 from mmo_kernel.state.files import atomic_write_json, atomic_write_text
 from mmo_kernel.state.processes import (
@@ -109,7 +112,8 @@ __all__ = [
     "is_exact_int", "job_file", "kill_processes", "load_snapshot", "process_matches",
     "process_start_token", "pump_redacted", "read_job_record", "read_session_record",
     "root_environment",
-    "session_environment", "session_file", "snapshot_catalog", "snapshot_profile",
+    "session_environment", "session_file", "set_process_actor", "snapshot_catalog",
+    "snapshot_profile",
     "spawn_detached", "spawn_module", "terminate_process_groups", "transition_job",
     "transition_session",
     "update_job", "update_session", "utc_now", "utc_timestamp", "wait_for_recoverable_jobs",

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        return _run(args)
     except BrokenPipeError:  # `mmo jobs | head -1`: the reader has all it wanted
         _silence_stdout()
         return EXIT_OK
@@ -85,6 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"mmo: error: {_explained(str(exc))}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _run(args) -> int:
+    """Run the command as the person who typed it: audit events say ``cli`` and the login."""
+    from mmo_kernel.state.actor import acting_as, login_name
+
+    with acting_as("cli", login_name()):
+        return int(args.func(args) or 0)
 
 
 PLAIN_WORDS = (

@@ -26,7 +26,7 @@ def _scan() -> dict[str, index.Identity | None]:
     return found
 
 
-def _raw_identity(job_id: str) -> dict[str, Any]:
+def raw_identity(job_id: str) -> dict[str, Any]:
     """What an unreadable record still says about its session and creation time."""
     from mmo_kernel.state.files import read_json
 
@@ -53,9 +53,9 @@ def _reader() -> index.ReadRow:
         except FileNotFoundError as exc:
             if not os.path.lexists(jobs_root() / job_id):
                 return None  # removed meanwhile
-            return {**_raw_identity(job_id), "error": str(exc), "error_kind": "missing"}
+            return {**raw_identity(job_id), "error": str(exc), "error_kind": "missing"}
         except (ValueError, RuntimeError, OSError) as exc:
-            return {**_raw_identity(job_id), "error": str(exc), "error_kind": "invalid"}
+            return {**raw_identity(job_id), "error": str(exc), "error_kind": "invalid"}
 
     return read_row
 

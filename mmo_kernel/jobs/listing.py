@@ -3,8 +3,10 @@
 ``load_job`` and ``list_jobs`` repair what a crash left behind: a working job
 whose runner is gone becomes ``suspended`` (its app-server is killed with it,
 a partial result says the work is on a persisted app-server thread), and an
-interrupted cold pause is finished (hosts retired, ``paused``). The pure
-enumeration ``iter_job_records`` never changes anything.
+interrupted cold pause is finished (hosts retired, ``paused``). Each repair is a
+pure decision (``job_verdict``, from the recorded processes' identity) carried out
+by ``reconcile_job``; ``jobs.peek`` reports the decision without carrying it out.
+The pure enumeration ``iter_job_records`` changes no record.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import fcntl
 import os
 from collections.abc import Collection
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmo_kernel.hosts.evidence import partial_text
 from mmo_kernel.jobs.index_rows import record_summary
@@ -51,6 +53,7 @@ NEVER_LAUNCHED_GRACE_SECONDS = 60.0
 """A ``queued`` job with no runner this much older than its creation was never launched."""
 RETIRE_GRACE_SECONDS = 2.0
 PARTIAL_NAME = "partial-result.md"
+COLD_PAUSE_REASON = "The job was cold-paused; its thread is kept and `continue` resumes it."
 HOST_PROCESS_FIELDS = (("runner_pid", "runner_pgid", "runner_start_token"),
                        ("app_server_pid", "app_server_pgid", "app_server_start_token"))
 """``(pid, pgid, start token)`` of each process group a job's host records (spec 04)."""
@@ -115,25 +118,9 @@ def _conditional_update(job_id: str, expected: dict[str, Any],
         return write_job_record(apply_job_fields(record, fields))
 
 
-def _suspend_lost_runner(record: dict[str, Any]) -> dict[str, Any]:
-    job_id = record["job_id"]
-    if app_server_alive(record):
-        terminate_process_groups([record.get("app_server_pgid") or record["app_server_pid"]],
-                                 RETIRE_GRACE_SECONDS)
-    reason = lost_runner_reason(record)
-    fields: dict[str, Any] = {
-        "status": "suspended",
-        "partial_result_path": write_job_partial(job_id, reason),
-        "failure": {"kind": "host_lost", "retryable": True, "message": reason},
-    }
-    if record.get("result_kind") != "final":
-        fields["result_kind"] = "partial"
-    expected = {"status": record["status"], "runner_start_token": record.get("runner_start_token")}
-    return _conditional_update(job_id, expected, fields)
-
-
 def _pause_in_progress(session_id: str) -> bool:
-    """True while some process (this one included) holds the session's lifecycle lock."""
+    """True while some process (this one included) holds the session's lifecycle lock.
+    Only probes an existing lock file (opened read-only): it creates or changes nothing."""
     try:
         path = session_file(session_id, "lifecycle.lock")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -148,23 +135,6 @@ def _pause_in_progress(session_id: str) -> bool:
     return False
 
 
-def _finish_cold_pause(record: dict[str, Any]) -> dict[str, Any]:
-    job_id = record["job_id"]
-    if _pause_in_progress(record["session_id"]):
-        return record
-    retire_hosts(record)
-    fields: dict[str, Any] = {"cold_pause_pending": None}
-    if record["status"] not in TERMINAL_JOB_STATUSES:
-        reason = "The job was cold-paused; its thread is kept and `continue` resumes it."
-        fields.update(status="paused",
-                      partial_result_path=write_job_partial(job_id, reason, keep_existing=True),
-                      **{name: None for name in HOST_IDENTITY_FIELDS})
-        if record.get("result_kind") != "final":
-            fields["result_kind"] = "partial"
-    return _conditional_update(job_id, {"cold_pause_pending": record.get("cold_pause_pending")},
-                               fields)
-
-
 def _never_launched(record: dict[str, Any]) -> bool:
     if record["status"] != "queued" or record.get("runner_pid") is not None:
         return False
@@ -177,18 +147,86 @@ def _never_launched(record: dict[str, Any]) -> bool:
     return (datetime.now(UTC) - created).total_seconds() > NEVER_LAUNCHED_GRACE_SECONDS
 
 
-def reconcile_job(record: dict[str, Any]) -> dict[str, Any]:
-    """Bring one record in line with its processes; returns the (possibly new) record."""
+def _case(record: dict[str, Any]) -> str | None:
+    """Which reconciliation rule applies to a record (or to an index row's status,
+    ``created_at`` and host identity); None: the record is in line with its processes."""
     if record.get("cold_pause_pending"):
-        return _finish_cold_pause(record)
+        return "cold_pause"
     if _never_launched(record):
-        return _conditional_update(record["job_id"], {"status": "queued", "runner_pid": None},
-                                   {"status": "failed",
-                                    "error": "the job host was never launched"})
+        return "never_launched"
     if (record["status"] in WORKING_STATUSES and record.get("runner_pid") is not None
             and not runner_alive(record)):
-        return _suspend_lost_runner(record)
-    return record
+        return "runner_lost"
+    return None
+
+
+class JobVerdict(NamedTuple):
+    """What a reconciling read does to one job record, decided without changing anything:
+    ``fields`` are written if the record still has the ``expected`` values."""
+
+    case: str
+    """``cold_pause``, ``never_launched`` or ``runner_lost``."""
+    expected: dict[str, Any]
+    fields: dict[str, Any]
+    partial_reason: str | None = None
+    """What the partial result written first says (None: none is written)."""
+
+
+def job_verdict(record: dict[str, Any]) -> JobVerdict | None:
+    """The reconciliation a record needs (spec 04), or None; a pure decision: it checks the
+    recorded processes' identity and probes the session's lifecycle lock, nothing more."""
+    case = _case(record)
+    if case is None:
+        return None
+    partial = str(job_file(record["job_id"], PARTIAL_NAME))
+    if case == "cold_pause":
+        if _pause_in_progress(record["session_id"]):
+            return None  # a pause still in progress, not an interrupted one
+        fields: dict[str, Any] = {"cold_pause_pending": None}
+        reason = None
+        if record["status"] not in TERMINAL_JOB_STATUSES:
+            reason = COLD_PAUSE_REASON
+            fields.update(status="paused", partial_result_path=partial,
+                          **{name: None for name in HOST_IDENTITY_FIELDS})
+            if record.get("result_kind") != "final":
+                fields["result_kind"] = "partial"
+        return JobVerdict(case, {"cold_pause_pending": record.get("cold_pause_pending")},
+                          fields, reason)
+    if case == "never_launched":
+        return JobVerdict(case, {"status": "queued", "runner_pid": None},
+                          {"status": "failed", "error": "the job host was never launched"})
+    reason = lost_runner_reason(record)  # runner_lost
+    fields = {"status": "suspended", "partial_result_path": partial,
+              "failure": {"kind": "host_lost", "retryable": True, "message": reason}}
+    if record.get("result_kind") != "final":
+        fields["result_kind"] = "partial"
+    return JobVerdict(case, {"status": record["status"],
+                             "runner_start_token": record.get("runner_start_token")},
+                      fields, reason)
+
+
+def reconciled_record(record: dict[str, Any], verdict: JobVerdict) -> dict[str, Any]:
+    """The record a reconciling read writes for ``verdict``, computed without writing."""
+    return apply_job_fields(record, verdict.fields)
+
+
+def _carry_out(record: dict[str, Any], verdict: JobVerdict) -> dict[str, Any]:
+    """Do what ``verdict`` says: retire the hosts it names, write the partial, the record."""
+    if verdict.case == "cold_pause":
+        retire_hosts(record)
+    elif verdict.case == "runner_lost" and app_server_alive(record):
+        terminate_process_groups([record.get("app_server_pgid") or record["app_server_pid"]],
+                                 RETIRE_GRACE_SECONDS)
+    if verdict.partial_reason is not None:
+        write_job_partial(record["job_id"], verdict.partial_reason,
+                          keep_existing=verdict.case == "cold_pause")
+    return _conditional_update(record["job_id"], verdict.expected, verdict.fields)
+
+
+def reconcile_job(record: dict[str, Any]) -> dict[str, Any]:
+    """Bring one record in line with its processes; returns the (possibly new) record."""
+    verdict = job_verdict(record)
+    return record if verdict is None else _carry_out(record, verdict)
 
 
 def load_job(job_id: str) -> dict[str, Any]:
@@ -206,12 +244,9 @@ def _newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def reconcile_needed(record: dict[str, Any]) -> bool:
-    """Whether ``reconcile_job`` would act on this record (or on an index row's status,
-    ``created_at`` and host identity): its three cases, without changing anything."""
-    if record.get("cold_pause_pending") or _never_launched(record):
-        return True
-    return (record["status"] in WORKING_STATUSES and record.get("runner_pid") is not None
-            and not runner_alive(record))
+    """Whether a reconciliation rule applies to this record (or to an index row's status,
+    ``created_at`` and host identity), without changing anything."""
+    return _case(record) is not None
 
 
 def _strict_read(row: Any, path: str) -> dict[str, Any]:

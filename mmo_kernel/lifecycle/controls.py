@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -28,8 +29,10 @@ from mmo_kernel.sessions.records import (
 from mmo_kernel.sessions.state import (
     HOST_FIELDS,
     REMOVE,
-    reconcile,
+    apply_verdict,
+    cold_pause_fields,
     relaunch_clears,
+    session_verdict,
     transition,
     update_session,
 )
@@ -47,11 +50,15 @@ def _audit(record: dict[str, Any], event: str, **fields: Any) -> None:
 
 
 def load_session(session_id: str) -> dict[str, Any]:
-    """The session record, reconciled with the processes that really exist."""
+    """The session record, reconciled with the processes that really exist: the verdict
+    ``peek_session`` reports, carried out."""
     record = read_session_record(session_id)
-    if record.get("cold_pause_pending") and record["status"] not in TERMINAL_SESSION_STATUSES:
+    verdict = session_verdict(record)
+    if verdict is None:
+        return record
+    if verdict.case == "cold_pause":
         return _finish_cold_pause(record)
-    return reconcile(record)
+    return apply_verdict(record, verdict)
 
 
 def _require_run(record: dict[str, Any]) -> dict[str, Any]:
@@ -180,11 +187,10 @@ def _finish_cold_pause(record: dict[str, Any]) -> dict[str, Any]:
     current = read_session_record(sid)
     if current["status"] in TERMINAL_SESSION_STATUSES:
         return current
-    partial = session_file(sid, "root-partial-result.md")
-    write_partial(partial, session_file(sid, "root-events.jsonl"), "session cold-paused")
-    return update_session(sid, status="paused", cold_pause_pending=REMOVE,
-                          partial_result_path=str(partial),
-                          **{field: REMOVE for field in HOST_FIELDS})
+    fields = cold_pause_fields(sid)
+    write_partial(Path(fields["partial_result_path"]), session_file(sid, "root-events.jsonl"),
+                  "session cold-paused")
+    return update_session(sid, status="paused", **fields)
 
 
 def pause_session(session_id: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from mmo_kernel.mesh import arguments as a
 from mmo_kernel.mesh.identity import Caller
 from mmo_kernel.mesh.redact import redact
 from mmo_kernel.mesh.tools import TOOL_SPECS
+from mmo_kernel.state.actor import acting_as
 from mmo_kernel.state.audit import native_actor
 
 
@@ -201,6 +202,7 @@ def call(
     handler = HANDLERS[name]
     if name in CANCELLABLE:
         handler = partial(handler, cancelled=cancelled)
-    with native_actor(caller.native_agent):  # audit events name a native caller
+    # audit events say the mesh acted, for the verified caller (a native one by its own id)
+    with native_actor(caller.native_agent), acting_as("mesh", caller.native_agent or caller.agent):
         result = redact(handler(caller, parsed))
     return result if isinstance(result, dict) else {"result": result}

@@ -18,6 +18,7 @@ from typing import Any
 
 from mmo_kernel.project_tools.envelope import ToolFailure, failure, from_exception, success
 from mmo_kernel.runner.context import CallContext, Project, RunnerConfig
+from mmo_kernel.state.actor import acting_as
 
 LOG = logging.getLogger("mmo.runner")
 
@@ -126,7 +127,8 @@ def dispatch(frame: Mapping[str, Any], *, config: RunnerConfig, projects: Mappin
     try:
         ctx = _context(frame, arguments, config=config, projects=projects, jobs=jobs,
                        state_dir=state_dir)
-        output = EXECUTORS[tool](dict(arguments), ctx)
+        with acting_as("mesh", ctx.user or "external"):  # audit: the external lead acted
+            output = EXECUTORS[tool](dict(arguments), ctx)
         return success(output)
     except ToolFailure as exc:
         return from_exception(exc)

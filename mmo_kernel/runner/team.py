@@ -113,12 +113,18 @@ def _failure(exc: Exception, roots: list[tuple[str, str]], *, spawning: bool) ->
 @contextmanager
 def _as_lead(ctx: CallContext, record: dict[str, Any], *,
              spawning: bool = False) -> Iterator[list[tuple[str, str]]]:
-    """Run API calls as the external lead; API errors become ``ToolFailure``."""
+    """Run API calls as the external lead; API errors become ``ToolFailure``.
+
+    The team tools are the mesh offered to an external lead, so its audit events say
+    ``actor`` ``mesh`` with the lead's name (and ``external_lead``, as before).
+    """
+    from mmo_kernel.state.actor import acting_as
     from mmo_kernel.state.audit import external_lead
 
     roots = _secret_roots(ctx, record)
+    lead = record.get("external_lead") or ctx.user or "external"
     try:
-        with external_lead(record.get("external_lead") or ctx.user or "external"):
+        with external_lead(lead), acting_as("mesh", lead):
             yield roots
     except ToolFailure:
         raise

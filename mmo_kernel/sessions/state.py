@@ -1,5 +1,9 @@
 """Session record transitions: update, finish, taint, reconciliation on load (spec 03).
 
+Reconciliation is a pure decision (``session_verdict``: what a reading would change,
+given the processes that exist) and its write (``apply_verdict``); pure reads
+(``sessions.peek``) use the decision alone.
+
 Every change is read-modify-write under the runtime lock, so two processes
 never interleave half-updates; a terminal session never changes status again.
 """
@@ -8,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmo_kernel.sessions.records import (
     TERMINAL_SESSION_STATUSES,
@@ -35,6 +39,7 @@ RUNNER_FIELDS = ("root_pid", "root_pgid", "root_start_token", "root_control_sock
 APP_SERVER_FIELDS = ("root_app_server_pid", "root_app_server_pgid",
                      "root_app_server_start_token")
 HOST_FIELDS = RUNNER_FIELDS + APP_SERVER_FIELDS
+ROOT_PARTIAL_NAME = "root-partial-result.md"
 
 
 def relaunch_clears(record: dict[str, Any]) -> dict[str, Any]:
@@ -113,20 +118,25 @@ def _sync_run(record: dict[str, Any], run: dict[str, Any] | None) -> None:
     write_run_record(run)
 
 
+def _transitioned(record: dict[str, Any], status: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The record ``transition`` writes for a session that is not terminal (pure)."""
+    now = utc_now()
+    fields = {"status": status, "last_active_at": now, **fields}
+    if status in TERMINAL_SESSION_STATUSES:
+        run_id = session_run_id(record)
+        fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
+    if status == "stopped":  # a stop retires the hosts: their identity goes with them
+        fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
+    return _apply_fields(record, fields)
+
+
 def transition(session_id: str, status: str, **fields: Any) -> dict[str, Any]:
     """Move a session to ``status`` (terminal or not) together with its run."""
     with runtime_lock():
         record = read_session_record(session_id)
         if record["status"] in TERMINAL_SESSION_STATUSES:
             return record
-        now = utc_now()
-        fields = {"status": status, "last_active_at": now, **fields}
-        if status in TERMINAL_SESSION_STATUSES:
-            run_id = session_run_id(record)
-            fields.update(finished_at=now, current_run_id=None, last_run_id=run_id)
-        if status == "stopped":  # a stop retires the hosts: their identity goes with them
-            fields.update({field: REMOVE for field in HOST_FIELDS if field not in fields})
-        updated = _apply_fields(record, fields)
+        updated = _transitioned(record, status, fields)
         run = _run_to_sync(record, updated)
         updated = write_session_record(updated)
         _sync_run(updated, run)
@@ -190,20 +200,30 @@ def client_alive(record: dict[str, Any]) -> bool:
     return process_matches(record.get("root_client_pid"), record.get("root_client_start_token"))
 
 
-def _transition_if(record: dict[str, Any], status: str, **fields: Any) -> dict[str, Any]:
-    """``transition`` only if the record still names the same status and host as when the
-    caller looked: a reconciling reader never overwrites a change made meanwhile (a
-    continue that launched a new host, a host that published itself)."""
-    keys = ("status", "root_pid", "root_start_token", "root_client_pid",
-            "root_client_start_token")
-    with runtime_lock():
-        current = read_session_record(record["session_id"])
-        if any(current.get(k) != record.get(k) for k in keys):
-            return current
-        return transition(record["session_id"], status, **fields)
+class SessionVerdict(NamedTuple):
+    """What a reconciling read does to a session record, decided without changing anything:
+    the session moves to ``status`` with ``fields``."""
+
+    case: str
+    """``cold_pause``, ``runner_lost``, ``stale_starting`` or ``host_lost``."""
+    status: str
+    fields: dict[str, Any]
 
 
-def _host_lost(record: dict[str, Any]) -> dict[str, Any]:
+def cold_pause_fields(session_id: str) -> dict[str, Any]:
+    """What finishing a cold pause writes besides ``status = paused``: the marker and the
+    retired hosts' identity go, the root's partial result is named."""
+    return {"cold_pause_pending": REMOVE,
+            "partial_result_path": str(session_file(session_id, ROOT_PARTIAL_NAME)),
+            **{field: REMOVE for field in HOST_FIELDS}}
+
+
+def _lost(reason: str) -> dict[str, Any]:
+    return {"error": reason, "failure": {"kind": "host_lost", "retryable": True,
+                                         "message": reason}}
+
+
+def _host_lost(record: dict[str, Any]) -> SessionVerdict:
     """``suspended`` with what really happened; the lost host's identity is kept (spec 03)."""
     pid = record.get("root_pid")
     host = f"root host {pid}" if pid is not None else "root host"
@@ -211,17 +231,69 @@ def _host_lost(record: dict[str, Any]) -> dict[str, Any]:
         reason = f"{host} is gone"
     else:
         reason = f"{host} died during start-up, before the root thread existed"
-    return _transition_if(record, "suspended", error=reason,
-                          failure={"kind": "host_lost", "retryable": True, "message": reason})
+    return SessionVerdict("host_lost", "suspended", _lost(reason))
 
 
-def _runner_lost(record: dict[str, Any]) -> dict[str, Any]:
+def _runner_lost(record: dict[str, Any]) -> SessionVerdict:
     """An ``external`` session's host is the ``mmo runner`` recorded as its client: gone,
     the session is ``suspended`` until a runner serves it again (spec 12)."""
     pid = record.get("root_client_pid")
     reason = f"the mmo runner serving this session (pid {pid}) is gone"
-    return _transition_if(record, "suspended", error=reason,
-                          failure={"kind": "host_lost", "retryable": True, "message": reason})
+    return SessionVerdict("runner_lost", "suspended", _lost(reason))
+
+
+def _host_verdict(record: dict[str, Any]) -> SessionVerdict | None:
+    """``reconcile``'s rules (see there)."""
+    status = record["status"]
+    if status not in ("starting", "running", "detached"):
+        return None
+    if host_alive(record) or client_alive(record):
+        return None
+    if record.get("session_kind") == "external":
+        return _runner_lost(record)
+    recorded = record.get("root_pid") is not None
+    if status == "starting" and not recorded:
+        created = record.get("run_created_at") or record.get("created_at")
+        if _age_seconds(created) > STARTUP_GRACE_SECONDS:
+            return SessionVerdict("stale_starting", "failed",
+                                  {"error": "root host never started (stale starting)"})
+        return None
+    if not recorded and (status == "detached" or record.get("session_kind") == "interactive"):
+        return None
+    return _host_lost(record)
+
+
+def session_verdict(record: dict[str, Any]) -> SessionVerdict | None:
+    """The reconciliation a reading of the session (``load_session``) does, or None; a pure
+    decision that checks the recorded processes' identity and writes nothing.
+
+    An unfinished cold pause comes first (it is finished whatever the hosts do);
+    otherwise ``reconcile``'s rules.
+    """
+    if record.get("cold_pause_pending") and record["status"] not in TERMINAL_SESSION_STATUSES:
+        return SessionVerdict("cold_pause", "paused", cold_pause_fields(record["session_id"]))
+    return _host_verdict(record)
+
+
+def reconciled_session(record: dict[str, Any], verdict: SessionVerdict) -> dict[str, Any]:
+    """The session record a reconciling read writes for ``verdict``, computed without
+    writing (times that the write stamps are now)."""
+    if verdict.case == "cold_pause":
+        return _apply_fields(record, {"status": verdict.status, **verdict.fields})
+    return _transitioned(record, verdict.status, verdict.fields)
+
+
+def apply_verdict(record: dict[str, Any], verdict: SessionVerdict) -> dict[str, Any]:
+    """Write a host verdict: ``transition`` only if the record still names the same status
+    and host as when it was decided, so a change made meanwhile (a continue that launched
+    a new host, a host that published itself) is never overwritten."""
+    keys = ("status", "root_pid", "root_start_token", "root_client_pid",
+            "root_client_start_token")
+    with runtime_lock():
+        current = read_session_record(record["session_id"])
+        if any(current.get(k) != record.get(k) for k in keys):
+            return current
+        return transition(record["session_id"], verdict.status, **verdict.fields)
 
 
 def reconcile(record: dict[str, Any]) -> dict[str, Any]:
@@ -229,23 +301,9 @@ def reconcile(record: dict[str, Any]) -> dict[str, Any]:
 
     A live session (``starting``, ``running``, ``detached``) whose recorded host is
     dead, with no attached client either, is ``suspended`` with the reason; it can be
-    continued (from the recorded prompt when no root thread exists yet). Only a
-    ``starting`` session that never recorded a host is ``failed``, after the grace.
+    continued (from the recorded prompt when no root thread exists yet). An
+    ``external`` session's host is its recorded ``mmo runner``. Only a ``starting``
+    session that never recorded a host is ``failed``, after the grace.
     """
-    status = record["status"]
-    if status not in ("starting", "running", "detached"):
-        return record
-    if host_alive(record) or client_alive(record):
-        return record
-    if record.get("session_kind") == "external":
-        return _runner_lost(record)
-    recorded = record.get("root_pid") is not None
-    if status == "starting" and not recorded:
-        created = record.get("run_created_at") or record.get("created_at")
-        if _age_seconds(created) > STARTUP_GRACE_SECONDS:
-            return _transition_if(record, "failed",
-                                  error="root host never started (stale starting)")
-        return record
-    if not recorded and (status == "detached" or record.get("session_kind") == "interactive"):
-        return record
-    return _host_lost(record)
+    verdict = _host_verdict(record)
+    return record if verdict is None else apply_verdict(record, verdict)

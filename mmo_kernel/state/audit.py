@@ -4,6 +4,7 @@ One compact JSON object per line (``separators=(",", ":")``), appended with
 a single ``write`` and fsynced, so a crash can at worst tear the last line;
 readers skip a torn line instead of losing the whole log. Known credential
 values are redacted from every string of the object before it is encoded.
+Every audit event says who acted (``actor``, ``actor_name``: ``state.actor``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from mmo_kernel.errors import StateError, StorageError
+from mmo_kernel.state.actor import ACTOR_KINDS, current_actor
 from mmo_kernel.state.redaction import redact_value
 
 RESERVED_AUDIT_KEYS = frozenset({"event", "at", "run_id"})
+ACTOR_KEYS = ("actor", "actor_name")
+"""Who acted (``mmo_kernel.state.actor``); a caller that passes either speaks for itself."""
 _NATIVE_ACTOR: ContextVar[str | None] = ContextVar("mmo_native_actor", default=None)
 
 
@@ -124,8 +128,19 @@ def _write_all(fd: int, line: bytes) -> None:
         raise
 
 
+def _who_acted(event: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``actor``/``actor_name`` of the current actor, unless the caller passed its own."""
+    if any(key in fields for key in ACTOR_KEYS):
+        if "actor" in fields and fields["actor"] not in ACTOR_KINDS:
+            raise ValueError(f"audit event {event!r}: actor must be one of "
+                             f"{', '.join(ACTOR_KINDS)} (got {fields['actor']!r})")
+        return {}
+    actor = current_actor()
+    return {"actor": actor.kind, "actor_name": actor.name}
+
+
 def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str, Any]:
-    """Append one audit event (``event``, ``at``, ``run_id`` + fields); returns it."""
+    """Append one audit event (``event``, ``at``, ``run_id``, who acted + fields); returns it."""
     if not isinstance(event, str) or not event:
         raise ValueError("audit event must be a non-empty string")
     if not isinstance(run_id, str) or not run_id:
@@ -133,7 +148,8 @@ def append_audit(path: Path, event: str, run_id: str, **fields: Any) -> dict[str
     clash = sorted(RESERVED_AUDIT_KEYS & set(fields))
     if clash:
         raise ValueError(f"audit event {event!r} cannot override {', '.join(clash)}")
-    record = {"event": event, "at": utc_timestamp(), "run_id": run_id, **fields}
+    record = {"event": event, "at": utc_timestamp(), "run_id": run_id,
+              **_who_acted(event, fields), **fields}
     actor = _NATIVE_ACTOR.get()
     if actor is not None:
         record.setdefault("native_agent", actor)

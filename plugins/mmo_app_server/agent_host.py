@@ -25,6 +25,7 @@ from mmo_kernel import package_version
 from mmo_kernel.host_api import (
     load_snapshot,
     process_start_token,
+    set_process_actor,
     snapshot_catalog,
     terminate_process_groups,
 )
@@ -667,7 +668,10 @@ def host_main(host_class: Callable[[str], AgentHost], argv: list[str] | None,
     if len(args) != 1:
         print(f"usage: {usage}", file=sys.stderr)
         return 2
-    return host_class(args[0]).run()
+    host = host_class(args[0])
+    # a job record names its agent, a session record its root: the host acts as that agent
+    set_process_actor("agent", host.record.get("agent") or host.record["root_agent"])
+    return host.run()
 
 
 __all__ = ["AgentHost", "host_main", "FINALIZE_INPUT", "HostFields", "HostStopped", "TransportLost",

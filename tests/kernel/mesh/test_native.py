@@ -34,3 +34,4 @@ def test_a_native_agent_presents_its_own_id_with_its_parents_capability(native_t
                if e["event"] == "agent_started" and e["job_id"] == job["job_id"]]
     assert len(started) == 1 and started[0]["caller_agent"] == "orchestrator"
     assert started[0].get("native_agent") == "repo_scout", started[0]
+    assert (started[0]["actor"], started[0]["actor_name"]) == ("mesh", "repo_scout")

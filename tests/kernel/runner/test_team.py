@@ -100,6 +100,10 @@ def test_a_spawned_worker_runs_to_completion_and_is_accepted(runner, mmo_env,
         (job_id, "lead", "alice")]
     accepts = [e for e in audit if e["event"] == "agent_result_accepted"]
     assert [e["external_lead"] for e in accepts] == ["alice"]
+    # the lead acts through the team tools, the mesh of an external session; it started it too
+    opened = [e for e in audit if e["event"] == "run_started"]
+    assert {(e["actor"], e["actor_name"]) for e in opened + started + accepts} == {
+        ("mesh", "alice")}
 
 
 def test_team_errors_map_to_the_spec_kinds(runner, mmo_git_workspace):

@@ -36,7 +36,7 @@ def test_audit_event_carries_event_time_and_run(tmp_path):
     record = append_audit(log, "session_tainted", "run-1", reason="manual")
     [line] = read_jsonl(log)
     assert line == record
-    assert list(line) == ["event", "at", "run_id", "reason"]
+    assert list(line) == ["event", "at", "run_id", "actor", "actor_name", "reason"]
     assert line["event"] == "session_tainted" and line["run_id"] == "run-1"
     at = datetime.fromisoformat(line["at"])
     assert at.utcoffset() == timedelta(0)
