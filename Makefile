@@ -37,7 +37,7 @@ demo: setup
 	$(VENV)/bin/mmo demo
 
 test: setup
-	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup -q
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup -q --durations=30
 
 lint: setup
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'

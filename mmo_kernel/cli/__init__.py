@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "serve_cmd",
     "runner_cmd",
     "accept_cmd",
+    "top_cmd",
 )
 
 

@@ -38,6 +38,7 @@ def _summaries(stdout: str, name: str) -> list[list[str]]:
     ("state", "list_jobs_60_ms"),
     ("mesh", "cold_start_ms"),
     ("gateway", "added_total_p50_ms"),
+    ("views", "refresh_cpu_p50_ms"),
 ])
 def test_each_benchmark_runs_at_tiny_sizes_and_prints_its_summary(name, metric, tmp_path):
     done = _run(str(BENCHMARKS / f"{name}.py"), "--quick", tmp_path=tmp_path)
