@@ -1,16 +1,23 @@
-"""Gaps the mutation run found in ``state.files`` and ``state.redaction`` (docs/mutation-survivors.md).
+"""Gaps the mutation run found in ``state.files`` and ``state.redaction``.
 
-Each test pins a behaviour no other test of the state package checked: the byte-level
-path of the stream redactor (a child's output that is not UTF-8), and lock files
-that outlive their holder (so every locker shares one inode).
+See docs/mutation-survivors.md. Each test pins a behaviour no other test of the state
+package checked: the byte-level path of the stream redactor (a child's output that is
+not UTF-8), the error of a write that cannot even create its temporary file, and lock
+files that outlive their holder (so every locker shares one inode).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import subprocess
+import tempfile
 
-from mmo_kernel.state.files import lifecycle_lock, runtime_lock
+import pytest
+
+from mmo_kernel.errors import StorageError
+from mmo_kernel.state.files import atomic_write_bytes, lifecycle_lock, runtime_lock
 from mmo_kernel.state.redaction import Redactor
 
 NOT_UTF8 = b"\xff\xfe"
@@ -43,3 +50,41 @@ def test_lock_files_stay_after_release_so_every_locker_shares_one_inode(mmo_env,
     with lifecycle_lock(session) as held:
         pass
     assert held.is_file()
+
+
+@pytest.fixture
+def no_inodes_left(tmp_path):
+    """A directory where no file can be created (a tmpfs out of inodes when this process
+    may mount one, as root in the sandbox; else ``mkstemp`` fails with ENOSPC injected,
+    the only way to run out of inodes there)."""
+    disk = tmp_path / "disk"
+    disk.mkdir(mode=0o700)
+    real = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M,nr_inodes=8,mode=0700", "tmpfs", str(disk)],
+        capture_output=True).returncode == 0
+    injected = pytest.MonkeyPatch()
+    try:
+        if real:
+            for n in range(64):
+                try:
+                    (disk / f"filler-{n}").touch()
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+        else:
+            def mkstemp(*args, **kwargs):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            injected.setattr(tempfile, "mkstemp", mkstemp)
+        yield disk
+    finally:
+        injected.undo()
+        if real:
+            subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_record_that_cannot_even_get_a_temp_file_names_itself(no_inodes_left):
+    record = no_inodes_left / "session.json"
+    with pytest.raises(StorageError) as caught:
+        atomic_write_bytes(record, b"{}\n")
+    assert str(caught.value) == f"cannot write {record}: no space left on device"
+    assert not record.exists()
