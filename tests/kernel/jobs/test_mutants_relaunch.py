@@ -37,20 +37,24 @@ def _mcp_items(events_path: str) -> list[dict]:
             and r["message"]["params"]["item"]["type"] == "mcpToolCall"]
 
 
-def test_the_continued_turn_of_a_relaunched_job_calls_the_mesh_as_that_job(mmo_git_workspace):
+def test_the_continued_turn_of_a_relaunched_job_calls_the_mesh_as_that_job(mmo_git_workspace,
+                                                                          tmp_path):
     from mmo_kernel.jobs.controls import control_job
     from mmo_kernel.jobs.spawn import spawn_job
     from mmo_kernel.jobs.waiting import wait_for_jobs
     from mmo_kernel.sessions.create import create_session
 
     sid = create_session(JOB_LAB, cwd=mmo_git_workspace, bindings=OFFLINE)["session_id"]
-    job_id = spawn_job(sid, "lead", None, "plain", task="Slow work FAKE_SLEEP=30")["job_id"]
+    gate = tmp_path / "gate"  # every turn of the thread holds until it exists
+    job_id = spawn_job(sid, "lead", None, "plain",
+                       task=f"Slow work FAKE_HOLD_UNTIL={gate}")["job_id"]
     record = wait_until(lambda: (r := read_job_record(job_id)).get("active_turn_id") and r,
                         timeout=60, what="the job to start its turn")
     os.killpg(record["runner_pgid"], signal.SIGKILL)
     assert wait_for_jobs([job_id], sid, 120)["awaiting_control"] == [job_id]
 
     suspended = read_job_record(job_id)
+    gate.write_text("go")
     control_job(job_id, "continue", sid, "lead",
                 expected_revision=suspended.get("control_revision", 0),
                 input='Check in. FAKE_MCP_CALL mmo_mesh.agent_status {"job_ids": ["'

@@ -68,13 +68,16 @@ def _git(repo: Path, *args: str) -> str:
                           text=True).stdout
 
 
-def test_wait_returns_with_the_killed_job_suspended_and_continue_resumes_its_thread(session):
+def test_wait_returns_with_the_killed_job_suspended_and_continue_resumes_its_thread(session,
+                                                                                   tmp_path):
     from mmo_kernel.jobs.controls import control_job
     from mmo_kernel.jobs.spawn import spawn_job
     from mmo_kernel.jobs.waiting import wait_for_jobs
 
     sid = session["session_id"]
-    job_id = spawn_job(sid, "lead", None, "plain", task="Slow work FAKE_SLEEP=30")["job_id"]
+    gate = tmp_path / "gate"  # every turn of the thread holds until it exists
+    job_id = spawn_job(sid, "lead", None, "plain",
+                       task=f"Slow work FAKE_HOLD_UNTIL={gate}")["job_id"]
     wait_until(lambda: read_job_record(job_id).get("active_turn_id"), timeout=60,
                what="the job to start its turn")
     polling = Polling()
@@ -98,6 +101,7 @@ def test_wait_returns_with_the_killed_job_suspended_and_continue_resumes_its_thr
     assert again["changed_job_ids"] == [] and read_job_record(job_id)["status"] == "suspended"
 
     suspended = read_job_record(job_id)
+    gate.write_text("go")
     control = control_job(job_id, "continue", sid, "lead",
                           expected_revision=suspended.get("control_revision", 0),
                           input="Carry on, quickly this time.")

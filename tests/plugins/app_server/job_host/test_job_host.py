@@ -127,11 +127,12 @@ def test_writer_outside_its_scope_fails_and_taints_the_session(session):
     assert read_session_record(session["session_id"])["tainted"] is True
 
 
-def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(session):
+def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(session, tmp_path):
     from mmo_kernel.jobs.controls import control_job
     from mmo_kernel.jobs.listing import load_job
 
-    job_id = spawn(session, "plain", "Slow work FAKE_SLEEP=30")
+    gate = tmp_path / "gate"  # every turn of the thread holds until it exists
+    job_id = spawn(session, "plain", f"Slow work FAKE_HOLD_UNTIL={gate}")
     wait_until(lambda: read_job_record(job_id).get("active_turn_id"), timeout=30,
                what="the job to start a turn")
     running = read_job_record(job_id)
@@ -140,6 +141,7 @@ def test_a_killed_runner_suspends_the_job_and_continue_resumes_the_thread(sessio
                what="the job to be reconciled to suspended")
     suspended = read_job_record(job_id)
     assert "persisted app-server thread" in Path(suspended["partial_result_path"]).read_text()
+    gate.write_text("go")
     result = control_job(job_id, "continue", session["session_id"], "lead",
                          expected_revision=suspended.get("control_revision", 0),
                          input="Carry on, quickly this time.")
