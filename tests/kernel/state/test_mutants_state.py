@@ -88,3 +88,19 @@ def test_a_record_that_cannot_even_get_a_temp_file_names_itself(no_inodes_left):
         atomic_write_bytes(record, b"{}\n")
     assert str(caught.value) == f"cannot write {record}: no space left on device"
     assert not record.exists()
+
+
+def test_an_io_error_syncing_the_directory_after_the_rename_names_the_record(tmp_path,
+                                                                          monkeypatch):
+    """The rename is only durable once its directory is synced; an I/O error there (which
+    cannot be produced on a healthy disk: injected) is the same one-line StorageError."""
+    from mmo_kernel.state import files
+
+    def broken_sync(path):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(files, "_fsync_dir", broken_sync)
+    record = tmp_path / "session.json"
+    with pytest.raises(StorageError) as caught:
+        atomic_write_bytes(record, b"{}\n")
+    assert str(caught.value) == f"cannot write {record}: input/output error"
