@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from support.events import mcp_items
 from support.waiting import wait_until
 
 from mmo_kernel.jobs.records import read_job_record
@@ -28,13 +29,6 @@ def _env(mmo_env, mmo_standin, mmo_process_guard):
     from mmo_kernel.gateway.process import stop_gateway
 
     stop_gateway()
-
-
-def _mcp_items(events_path: str) -> list[dict]:
-    rows = [json.loads(line) for line in Path(events_path).read_text().splitlines()]
-    return [r["message"]["params"]["item"] for r in rows
-            if r["direction"] == "received" and r["message"].get("method") == "item/completed"
-            and r["message"]["params"]["item"]["type"] == "mcpToolCall"]
 
 
 def test_the_continued_turn_of_a_relaunched_job_calls_the_mesh_as_that_job(mmo_git_workspace,
@@ -62,7 +56,7 @@ def test_the_continued_turn_of_a_relaunched_job_calls_the_mesh_as_that_job(mmo_g
     done = wait_for_jobs([job_id], sid, 90)
     assert done["results"][job_id]["status"] == "completed", done
 
-    [call] = _mcp_items(read_job_record(job_id)["events_path"])
+    [call] = mcp_items(read_job_record(job_id)["events_path"])
     assert (call["server"], call["tool"], call["status"]) == ("mmo_mesh", "agent_status",
                                                             "completed"), call
     status = json.loads(call["result"]["content"][0]["text"])

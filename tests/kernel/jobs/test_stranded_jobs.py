@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.events import mcp_items
 from support.waiting import Background, wait_until
 
 from mmo_kernel.jobs.records import job_dir, job_file, read_job_record
@@ -120,13 +121,6 @@ def _alive(record: dict) -> bool:
     return process_matches(record.get("runner_pid"), record.get("runner_start_token"))
 
 
-def _mcp_items(events_path: str) -> list[dict]:
-    rows = [json.loads(line) for line in Path(events_path).read_text().splitlines()]
-    return [r["message"]["params"]["item"] for r in rows
-            if r["direction"] == "received" and r["message"].get("method") == "item/completed"
-            and r["message"]["params"]["item"]["type"] == "mcpToolCall"]
-
-
 def test_the_roots_agents_wait_learns_of_the_loss_and_the_ending_session_stops_the_job(
         mmo_git_workspace):
     """The whole path of the issue: a root delegates to a writer through ``mmo_mesh``, the
@@ -161,7 +155,7 @@ def test_the_roots_agents_wait_learns_of_the_loss_and_the_ending_session_stops_t
     out = run.join(250)
 
     assert out["status"] == "completed", out["session"].get("error")
-    items = _mcp_items(out["events_path"])
+    items = mcp_items(out["events_path"])
     assert [(i["tool"], i["status"]) for i in items] == [("agent_spawn", "completed"),
                                                         ("agents_wait", "completed")]
     waited = items[1]["result"]["structuredContent"]

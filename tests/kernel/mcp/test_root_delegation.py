@@ -8,10 +8,10 @@ result; the session records all of it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from support.events import mcp_items
 
 JOB_LAB = Path(__file__).resolve().parents[2] / "fixtures" / "profiles" / "job-lab"
 OFFLINE = {"*": "local_scripted"}
@@ -33,13 +33,6 @@ def offline_stand_in(mmo_env, mmo_standin):
     stop_gateway()
 
 
-def _mcp_items(events_path: str) -> list[dict]:
-    rows = [json.loads(line) for line in Path(events_path).read_text().splitlines()]
-    return [r["message"]["params"]["item"] for r in rows
-            if r["direction"] == "received" and r["message"].get("method") == "item/completed"
-            and r["message"]["params"]["item"]["type"] == "mcpToolCall"]
-
-
 def test_the_root_spawns_waits_reads_and_accepts_through_mmo_mesh(
         offline_stand_in, mmo_git_workspace):
     from mmo_kernel.api import list_jobs, run_root_exec
@@ -56,7 +49,7 @@ def test_the_root_spawns_waits_reads_and_accepts_through_mmo_mesh(
     assert job.get("caller_job_id") is None and job["status"] == "completed"
     assert job["result_state"] == "accepted" and job["disposition_reason"] == "the worker answered"
 
-    items = _mcp_items(out["events_path"])
+    items = mcp_items(out["events_path"])
     assert [(i["server"], i["tool"], i["status"]) for i in items] == [
         ("mmo_mesh", "agent_spawn", "completed"), ("mmo_mesh", "agents_wait", "completed"),
         ("mmo_mesh", "agent_result", "completed"),

@@ -46,7 +46,18 @@ def wait_done(runner: LocalRunner, sid: str, job_ids: list[str]) -> dict:
                         deadline_unix_ms=int((time.time() + 40) * 1000))
         return out if not out["unfinished"] else None
 
-    return wait_until(finished, timeout=180, what="the worker to finish", poll=0)
+    done = wait_until(finished, timeout=180, what="the worker to finish", poll=0)
+    for job_id in job_ids:  # a finished job's host still retires its app-server, then exits
+        wait_until(lambda j=job_id: not _host_alive(j), timeout=30, what="the job host to exit")
+    return done
+
+
+def _host_alive(job_id: str) -> bool:
+    from mmo_kernel.jobs.records import read_job_record
+    from mmo_kernel.state.processes import process_matches
+
+    record = read_job_record(job_id)
+    return process_matches(record.get("runner_pid"), record.get("runner_start_token"))
 
 
 def test_a_spawned_worker_runs_to_completion_and_is_accepted(runner, mmo_env,

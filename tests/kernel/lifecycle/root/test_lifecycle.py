@@ -32,8 +32,11 @@ from .conftest import (
 )
 
 
-def start_slow(workspace, seconds=20):
-    bg = Background(run_root_exec, TURN_PROFILE, workspace, f"slow work FAKE_SLEEP={seconds}",
+def start_slow(workspace, seconds=20, gate=None):
+    """A root whose turns take ``seconds`` — or, with ``gate``, hold until that file exists
+    (a test that continues the thread opens it: later turns inherit the first one's delay)."""
+    slow = f"FAKE_HOLD_UNTIL={gate}" if gate is not None else f"FAKE_SLEEP={seconds}"
+    bg = Background(run_root_exec, TURN_PROFILE, workspace, f"slow work {slow}",
                     60, bindings=OFFLINE)
     sid = session_id_of_latest()
     record = wait_until(lambda: (r := load_session(sid)).get("active_root_turn_id") and r,
@@ -99,14 +102,16 @@ def test_stop_steers_the_active_turn_and_never_starts_a_second_turn(workspace):
     assert "root_pid" not in read_session_record(sid)
 
 
-def test_cold_pause_then_continue_finishes_on_the_same_thread(workspace):
-    bg, sid, record = start_slow(workspace)
+def test_cold_pause_then_continue_finishes_on_the_same_thread(workspace, tmp_path):
+    gate = tmp_path / "gate"
+    bg, sid, record = start_slow(workspace, gate=gate)
     out = pause_session(sid)
     paused = out["session"]
     assert paused["status"] == "paused" and out["affected_jobs"] == []
     assert "root_pid" not in paused and "root_app_server_pid" not in paused
     assert hosts_gone(record)
     assert Path(paused["partial_result_path"]).is_file()
+    gate.write_text("go")
     resumed = continue_session(sid, "Please finish now.")
     assert resumed["resumed_jobs"] == [] and resumed["resume_errors"] == {}
     result = bg.join()

@@ -89,7 +89,7 @@ def handle(message: dict[str, Any]) -> None:
     elif method == "peer/die":
         os._exit(int(params.get("status", 3)))
     elif method == "peer/orphan":
-        sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+        sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]  # close() kills it first
         child = subprocess.Popen(sleeper)
         escaped = subprocess.Popen(sleeper, start_new_session=True)  # as Codex runs commands
         send({"id": rid, "result": {"orphan_pid": child.pid, "escaped_pid": escaped.pid}})
