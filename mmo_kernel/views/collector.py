@@ -136,6 +136,9 @@ class Collector:
         status (plain JSON: it is counted, not shown), any other one strictly."""
         path = f"{self._sessions_root}/{session_id}/session.json"  # no Path: thousands a second
         ident = index.identity(path)
+        if ident is None and not os.path.lexists(path):
+            self._sessions.pop(session_id, None)  # a session being created: not one yet
+            return
         kept = self._sessions.get(session_id)
         if kept is not None and ident is not None and kept.identity == ident:
             return

@@ -157,3 +157,19 @@ def test_dead_hosts_show_suspended_and_nothing_under_sessions_or_jobs_changes(
     finally:
         gate.write_text("go")
         _kill_group(os.getpgid(run.pid)) if run.poll() is None else None
+
+
+def test_a_session_directory_without_its_record_yet_is_no_session_and_a_bad_one_is_unreadable(
+        mmo_env):
+    from mmo_kernel.sessions.records import sessions_root
+    from mmo_kernel.views.collector import Collector
+
+    being_created = sessions_root() / "20261202-101500-team-abc123"
+    being_created.mkdir(parents=True)
+    collector = Collector()
+    snap = collector.refresh()
+    assert (snap.sessions_total, snap.finished) == (0, {})
+
+    (being_created / "session.json").write_text("{not json")
+    snap = collector.refresh()
+    assert (snap.sessions_total, snap.finished) == (1, {"unreadable": 1})
