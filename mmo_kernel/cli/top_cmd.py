@@ -13,8 +13,10 @@ import argparse
 import shutil
 import sys
 import time
+from decimal import Decimal
 from typing import TextIO
 
+from mmo_kernel.cli.costs import money
 from mmo_kernel.cli.output import duration, print_json, short
 
 RAW = argparse.RawDescriptionHelpFormatter
@@ -32,9 +34,8 @@ def _count(value: int | None) -> str:
 
 
 def _money(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
+    """As ``mmo jobs`` shows a cost (the snapshot carries it as a JSON number)."""
+    return money(None if value is None else Decimal(str(value)))
 
 
 def _doing(agent, now: float) -> str:

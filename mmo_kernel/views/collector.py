@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mmo_kernel.config.pricing import cost_number, model_cost
 from mmo_kernel.jobs.peek import peek_job_record
 from mmo_kernel.jobs.records import jobs_root, read_job_record
-from mmo_kernel.profiles.costs import agent_cost, agent_models
+from mmo_kernel.profiles.costs import agent_models
 from mmo_kernel.sessions.peek import peek_session_record
 from mmo_kernel.sessions.records import (
     TERMINAL_SESSION_STATUSES,
@@ -301,19 +302,18 @@ class Collector:
         usage = usage if isinstance(usage, dict) else {}
         return usage.get("input_tokens"), usage.get("output_tokens")
 
-    def _agent_fields(self, snapshot: Any, agent: str, watched: _Watched, usage: Any,
+    def _agent_fields(self, agent: str, watched: _Watched, usage: Any,
                       models: dict[str, Any]) -> dict[str, Any]:
         activity = watched.activity
         given, taken = self._tokens(activity, usage)
-        model = models.get(agent)
-        cost = agent_cost(snapshot, agent, {"input_tokens": given or 0,
-                                            "output_tokens": taken or 0})
+        model = models.get(agent)  # from the session's snapshot, looked up once per session
+        cost = model_cost(model, {"input_tokens": given or 0, "output_tokens": taken or 0})
         doing = activity.doing()
         return {
             "route": model.route if model is not None else None,
             "model": model.id if model is not None else None,
             "turns": activity.turns, "input_tokens": given, "output_tokens": taken,
-            "cost_usd": None if cost is None else float(cost),
+            "cost_usd": cost_number(cost),
             "doing": None if doing is None else Doing(**doing),
             "last_message": activity.last_message,
             "timeline": [s.as_dict() for s in list(activity.spans)[-TIMELINE_KEPT:]],
@@ -329,8 +329,7 @@ class Collector:
             elapsed_seconds=_elapsed(record.get("started_at"), record.get("finished_at"), now),
             pending_requests=len(record.get("root_pending_requests") or []),
             error=record.get("error"),
-            **self._agent_fields(record.get("snapshot_hash"), agent, watched,
-                                 record.get("root_usage"), models))
+            **self._agent_fields(agent, watched, record.get("root_usage"), models))
 
     def _job_view(self, session_id: str, job: dict[str, Any], entry: dict[str, Any],
                   watched: _Watched, models: dict[str, Any], now: float) -> AgentView:
@@ -345,8 +344,7 @@ class Collector:
             elapsed_seconds=_elapsed(job.get("started_at"), job.get("finished_at"), now),
             result_state=job.get("result_state"),
             pending_requests=len(job.get("pending_requests") or []), error=job.get("error"),
-            **self._agent_fields(job.get("snapshot_hash"), agent, watched, job.get("usage"),
-                                 models))
+            **self._agent_fields(agent, watched, job.get("usage"), models))
 
 
 def _tree(agents: list[AgentView]) -> list[AgentView]:
