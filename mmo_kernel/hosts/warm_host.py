@@ -37,7 +37,7 @@ from typing import Any
 
 from mmo_kernel.hosts.control_socket import app_server_socket_path
 from mmo_kernel.state.paths import state_dir
-from mmo_kernel.state.processes import process_alive, spawn_detached
+from mmo_kernel.state.processes import process_alive, process_start_token, spawn_detached
 
 SWITCH_ENV = "MMO_WARM_HOSTS"
 """``0`` turns warm hosts off: every host is a fresh interpreter."""
@@ -61,6 +61,10 @@ class _Stopped(BaseException):
 
 class Unavailable(Exception):
     """The warm host cannot serve this request; start a fresh interpreter."""
+
+
+class _NoReply(Exception):
+    """The warm host ended the connection without answering: it forked nothing."""
 
 
 # ------------------------------------------------------------------ client ---
@@ -90,9 +94,14 @@ def _forked(module: str, args: list[str], env: Mapping[str, str],
     path = socket_path()
     try:
         reply = _ask(path, request)
-    except (FileNotFoundError, ConnectionRefusedError):
-        _start_server(path, module, env)
-        reply = _ask(path, request)
+    except (FileNotFoundError, ConnectionRefusedError, _NoReply):
+        # no warm host, or one that died before forking (a child answers for itself,
+        # so no reply means no child): start one and ask once more
+        try:
+            _start_server(path, module, env)
+            reply = _ask(path, request)
+        except (OSError, _NoReply) as exc:
+            raise Unavailable(str(exc)) from exc
     except OSError as exc:
         raise Unavailable(str(exc)) from exc
     if "error" in reply:
@@ -109,6 +118,8 @@ def _ask(path: Path, request: dict[str, Any], timeout: float = 10.0) -> dict[str
         conn.connect(os.fspath(path))
         conn.sendall(json.dumps(request).encode("utf-8") + b"\n")
         data = _read_line(conn)
+    if not data:
+        raise _NoReply("the warm host closed the connection without a reply")
     try:
         reply = json.loads(data)
     except ValueError as exc:
@@ -252,12 +263,14 @@ class _Server:
             reply = self._answer(request, conn)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             reply = {"error": f"bad request: {exc}"}
+        if reply is None:
+            return  # the forked child answered for itself
         try:
             conn.sendall(json.dumps(reply).encode("utf-8") + b"\n")
         except OSError:
             pass
 
-    def _answer(self, request: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
+    def _answer(self, request: dict[str, Any], conn: socket.socket) -> dict[str, Any] | None:
         if request.get("stop"):
             self.stopping = True
             return {"pid": os.getpid()}
@@ -271,12 +284,7 @@ class _Server:
         if pid == 0:
             _child(request, self.listener, conn)  # never returns
         self.children.add(pid)
-        from mmo_kernel.state.processes import process_start_token
-
-        token = process_start_token(pid)
-        if token is None:  # exited already: as a fresh spawn, report its identity anyway
-            token = f"{time.time():.6f}"
-        return {"pid": pid, "start_token": token}
+        return None
 
     def _retire(self) -> None:
         try:
@@ -330,7 +338,7 @@ def _child(request: dict[str, Any], listener: socket.socket, conn: socket.socket
     code: int = 1
     try:
         listener.close()
-        conn.close()
+        _answer_for_itself(conn)
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -359,6 +367,17 @@ def _child(request: dict[str, Any], listener: socket.socket, conn: socket.socket
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _answer_for_itself(conn: socket.socket) -> None:
+    """The child, not the warm host, tells the caller its identity: a warm host killed
+    between fork and reply then leaves a caller with a reply (no second, fresh host)."""
+    me = os.getpid()
+    try:
+        conn.sendall(json.dumps({"pid": me, "start_token": process_start_token(me)}).encode()
+                     + b"\n")
+    finally:
+        conn.close()
 
 
 def _set_name(name: str) -> None:

@@ -104,9 +104,10 @@ def test_a_forked_host_leads_its_own_session_with_the_callers_environment(probe)
 def test_hosts_outlive_the_warm_host_and_each_other(probe):
     first, _, _, release1, _ = _start(probe, "first")
     second, _, _, release2, _ = _start(probe, "second")
-    os.kill(_warm_host_pid(), signal.SIGKILL)
+    warm = _warm_host_pid()
+    os.kill(warm, signal.SIGKILL)
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: _gone(first), what="first to die")
+    wait_until(lambda: _gone(first) and _gone(warm), what="first and the warm host to die")
     assert psutil.Process(second).status() != psutil.STATUS_ZOMBIE
     # the next request starts a new warm host
     third, _, _, release3, _ = _start(probe, "third")
@@ -151,3 +152,39 @@ def test_the_warm_host_exits_when_its_state_dir_is_gone(probe, mmo_env):
 
     shutil.rmtree(mmo_env.state_dir)
     server.wait(timeout=30)
+
+
+def test_a_call_the_warm_host_ends_unanswered_starts_exactly_one_fresh_host(probe):
+    """A warm host killed mid-call (here: a listener that hangs up at once) forked nothing,
+    so the caller starts the host itself, once."""
+    import socket
+    import threading
+
+    path = warm_host.socket_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    calls: list[int] = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            calls.append(1)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        pid, _, out, release, _ = _start(probe, "lone")
+    finally:
+        listener.close()
+    assert calls  # it did ask the (dying) warm host first
+    assert psutil.Process(pid).ppid() == os.getpid()
+    running = [p for p in psutil.process_iter(["cmdline"])
+               if str(out) in (p.info["cmdline"] or [])]
+    assert [p.pid for p in running] == [pid]
+    release.write_text("go")
+    psutil.Process(pid).wait(timeout=30)
