@@ -19,7 +19,7 @@ setup: $(STAMP) .codex-cli/.installed-$(CODEX_VERSION) .mcp-inspector/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,ui]'
 	@touch $(STAMP)
 
 .codex-cli/.installed-$(CODEX_VERSION):
