@@ -78,16 +78,26 @@ collector = Collector()
 collector.refresh()
 cold = time.perf_counter()
 cpu, wall, read = [], [], []
+profiler = None
+if len(sys.argv) > 3:
+    import cProfile
+    profiler = cProfile.Profile()
 def appended():
     return int(open(sys.argv[2]).read())
 first_bytes, start_appended = collector.refresh().bytes_read, appended()
 for _ in range(int(sys.argv[1])):
     time.sleep(1.0)
     c0, w0 = time.process_time(), time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     snap = collector.refresh()
+    if profiler is not None:
+        profiler.disable()
     cpu.append((time.process_time() - c0) * 1000)
     wall.append((time.perf_counter() - w0) * 1000)
     read.append(snap.bytes_read)
+if profiler is not None:
+    profiler.dump_stats(sys.argv[3])
 import psutil
 uss = psutil.Process().memory_full_info().uss / 2**20
 print(json.dumps({"appended": appended() - start_appended,
@@ -227,6 +237,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="event lines/s per agent")
     parser.add_argument("--refreshes", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="write cProfile stats of the 1 Hz refreshes to FILE (slows them)")
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.agents, args.refreshes = 200, 10, 3
@@ -251,7 +263,8 @@ def main() -> int:
         while not counter.exists():
             time.sleep(0.05)
         time.sleep(2.0)  # a backlog for the cold start to read, as a viewer opened late finds
-        viewer = python(VIEWER, str(args.refreshes), str(counter))
+        viewer = python(VIEWER, str(args.refreshes), str(counter),
+                        *([str(Path(args.profile).resolve())] if args.profile else []))
         naive = python(NAIVE, json.dumps(logs), "3")
         writer.kill()
         writer.wait()

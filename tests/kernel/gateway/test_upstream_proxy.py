@@ -49,7 +49,8 @@ def proxy(tmp_path: Path) -> Iterator[Proxy]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0",
-             "--port-file", str(port_file), "--num-workers", "1", "--num-acceptors", "1"],
+             "--port-file", str(port_file), "--num-workers", "1", "--num-acceptors", "1",
+             "--timeout", "1"],  # an idle connection ends (and is logged) after 1 s, not 10
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
     try:
         wait_until(lambda: port_file.exists() and port_file.read_text().strip(), timeout=60,
