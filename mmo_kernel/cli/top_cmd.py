@@ -97,33 +97,61 @@ def _row(cells: dict[str, str], cols: list[tuple[str, int]]) -> str:
     return " ".join(short(cells.get(name, ""), w).ljust(w) for name, w in cols).rstrip()
 
 
+def _session_line(view, width: int) -> str:
+    mode = view.execution_mode or ""
+    goal = f" · goal {view.goal_status}" if view.goal_status else ""
+    return short(f"▼ {view.session_id}  {view.profile_id or ''}  {view.cwd or ''}  "
+                 f"{view.status} {mode}{goal}", width)
+
+
+def _finished_line(snap, width: int) -> str | None:
+    done = sum(snap.finished.values())
+    if not done:
+        return None
+    detail = " · ".join(f"{n} {s}" for s, n in snap.finished.items())
+    return short(f"▸ {done} finished sessions ({detail})", width)
+
+
+def _route_lines(snap, width: int) -> list[str]:
+    if not snap.routes:
+        return []
+    lines = [short(f"{'ROUTE':28} {'REQ':>5} {'ERR':>4} {'TTFB p50':>9} "
+                   f"{'LAT p50/p95':>15} {'TOKENS IN/OUT':>16} {'FAULTS':>6}", width)]
+    for f in snap.routes:
+        lat = (f"{f.latency_p50_ms:.1f}/{f.latency_p95_ms:.1f} ms"
+               if f.latency_p50_ms is not None else "—")
+        ttfb = f"{f.ttfb_p50_ms:.1f} ms" if f.ttfb_p50_ms is not None else "—"
+        volume = f"{_count(f.input_tokens)} / {_count(f.output_tokens)}"
+        lines.append(short(f"{f.route:28} {f.requests:>5} {f.errors:>4} {ttfb:>9} "
+                           f"{lat:>15} {volume:>16} {f.faults:>6}", width))
+    return lines
+
+
 def render(snap, width: int, now: float | None = None) -> list[str]:
     """The table: headline, then each session with its agent tree, then the routes."""
     now = time.time() if now is None else now
     cols = _columns(width)
     lines = [short(_headline(snap, width), width), "─" * width, _row({c: c for c, _ in cols}, cols)]
     for view in snap.sessions:
-        mode = view.execution_mode or ""
-        goal = f" · goal {view.goal_status}" if view.goal_status else ""
-        lines.append(short(f"▼ {view.session_id}  {view.profile_id or ''}  {view.cwd or ''}  "
-                           f"{view.status} {mode}{goal}", width))
+        lines.append(_session_line(view, width))
         lines += [_row(_cells(agent, now), cols) for agent in view.agents]
-    done = sum(snap.finished.values())
-    if done:
-        detail = " · ".join(f"{n} {s}" for s, n in snap.finished.items())
-        lines.append(short(f"▸ {done} finished sessions ({detail})", width))
-    if snap.routes:
-        lines.append("")
-        lines.append(short(f"{'ROUTE':28} {'REQ':>5} {'ERR':>4} {'TTFB p50':>9} "
-                           f"{'LAT p50/p95':>15} {'TOKENS IN/OUT':>16} {'FAULTS':>6}", width))
-        for f in snap.routes:
-            lat = (f"{f.latency_p50_ms:.1f}/{f.latency_p95_ms:.1f} ms"
-                   if f.latency_p50_ms is not None else "—")
-            ttfb = f"{f.ttfb_p50_ms:.1f} ms" if f.ttfb_p50_ms is not None else "—"
-            volume = f"{_count(f.input_tokens)} / {_count(f.output_tokens)}"
-            lines.append(short(f"{f.route:28} {f.requests:>5} {f.errors:>4} {ttfb:>9} "
-                               f"{lat:>15} {volume:>16} {f.faults:>6}", width))
+    finished = _finished_line(snap, width)
+    if finished:
+        lines.append(finished)
+    routes = _route_lines(snap, width)
+    if routes:
+        lines += ["", *routes]
     return lines
+
+
+def table_format():
+    """The pieces above, for the live view on a terminal (``mmo_kernel.tui``)."""
+    from mmo_kernel.tui.format import TableFormat
+
+    return TableFormat(headline=_headline, columns=_columns, cells=_cells, row=_row,
+                       session_line=_session_line, finished_line=_finished_line,
+                       route_lines=_route_lines, money=_money, count=_count,
+                       duration=duration, short=short)
 
 
 def _print(snap, stream: TextIO, width: int) -> None:

@@ -221,8 +221,11 @@ def test_a_deferred_completion_returns_detached_at_once(workspace):
     from mmo_kernel.jobs.listing import list_jobs
     from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES
 
+    gate = workspace.parent / "release-the-worker"
+    # the worker holds on the gate; "\u005f" keeps the root's own turn from reading the
+    # marker in its prompt (the JSON of the call decodes it for the worker)
     prompt = ('Delegate and finish.\nFAKE_MCP_CALL mmo_mesh.agent_spawn '
-              '{"agent": "plain", "task": "Slow FAKE_SLEEP=6"}')
+              f'{{"agent": "plain", "task": "Slow FAKE_HOLD\\u005fUNTIL={gate}"}}')
     out = run(JOB_LAB, workspace, prompt, wall=120)
     session = out["session"]
     sid = session["session_id"]
@@ -234,6 +237,7 @@ def test_a_deferred_completion_returns_detached_at_once(workspace):
     assert job["status"] not in TERMINAL_JOB_STATUSES
     assert "FAKE_CODEX_OK" in out["result"]  # the root's last message, kept as a partial
     assert session["result_kind"] == "partial"
+    gate.write_text("go")
     done = wait_until(lambda: (r := load_session(sid))["status"] == "completed" and r,
                       timeout=60, what="the deferred completion")
     assert done["root_completion_deferred"] is False and done["result_kind"] == "final"
