@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "runner_cmd",
     "accept_cmd",
     "top_cmd",
+    "ui_cmd",
 )
 
 

@@ -1,8 +1,9 @@
 """``mmo top``: every running team at once, from the read model (``mmo_kernel.views``).
 
 ``--once`` prints one snapshot (a table, or ``--json`` for scripts) and exits;
-without a terminal that is also what ``mmo top`` does. On a terminal the
-table is redrawn every ``--interval`` seconds until Ctrl-C. Reading never
+without a terminal that is also what ``mmo top`` does. On a terminal it runs the
+live view (``mmo_kernel.tui``, the ``mmo[ui]`` extra): the same table refreshed
+every ``--interval`` seconds, an inspect panel, and keys that act. Reading never
 changes the state dir: a job whose host died shows ``suspended`` (what the
 next reconciling read will record) while its record still says otherwise.
 """
@@ -158,27 +159,29 @@ def _print(snap, stream: TextIO, width: int) -> None:
     stream.write("\n".join(render(snap, width)) + "\n")
 
 
+UI_HINT = ("mmo top: the live terminal view needs the ui extra: pip install 'mmo[ui]' "
+           "(mmo top --once works without it)")
+
+
 def run_top(args: argparse.Namespace) -> int:
     from mmo_kernel.views.collector import Collector
 
-    collector = Collector()
     if args.json:
-        print_json(collector.refresh(show_finished=args.finished).model_dump(mode="json"))
+        print_json(Collector().refresh(show_finished=args.finished).model_dump(mode="json"))
         return 0
-    width = args.width or shutil.get_terminal_size((NARROW, 24)).columns
     if args.once or not sys.stdout.isatty():
-        _print(collector.refresh(show_finished=args.finished), sys.stdout, width)
+        width = args.width or shutil.get_terminal_size((NARROW, 24)).columns
+        _print(Collector().refresh(show_finished=args.finished), sys.stdout, width)
         return 0
     try:
-        while True:
-            snap = collector.refresh(show_finished=args.finished)
-            width = args.width or shutil.get_terminal_size((NARROW, 24)).columns
-            sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(render(snap, width))
-                             + f"\n\nrefreshed every {args.interval:g} s · Ctrl-C quits\n")
-            sys.stdout.flush()
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
-        return 0
+        from mmo_kernel.tui.app import TopApp
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("textual", "rich"):
+            raise
+        print(UI_HINT, file=sys.stderr)
+        return 2
+    TopApp(table_format(), interval=args.interval, finished=args.finished).run()
+    return 0
 
 
 def _positive(text: str) -> float:

@@ -8,7 +8,7 @@ from .conftest import TURN_PROFILE, mmo, wait_until
 
 
 def _detached(live, prompt: str = "slow FAKE_SLEEP=30") -> str:
-    out = mmo("run", TURN_PROFILE, prompt, "--offline", "--wall", "8", "--cwd", str(live))
+    out = mmo("run", TURN_PROFILE, prompt, "--offline", "--wall", "2", "--cwd", str(live))
     assert out.returncode == 124, out.stderr
     sid = out.stderr.splitlines()[0].split()[1]
     wait_until(lambda: load_session(sid).get("root_thread_id"), what="the root thread")

@@ -44,7 +44,7 @@ def test_offline_run_streams_changes_prints_the_result_and_is_listed(live):
 
 
 def test_wall_detaches_with_124_then_stop_finishes_the_session(live):
-    out = mmo("run", TURN_PROFILE, "work slowly FAKE_SLEEP=30", "--offline", "--wall", "8",
+    out = mmo("run", TURN_PROFILE, "work slowly FAKE_SLEEP=30", "--offline", "--wall", "2",
               "--cwd", str(live))
     assert out.returncode == 124, out.stderr
     assert "the wall limit expired" in out.stderr and "root-partial-result.md" in out.stderr
@@ -95,7 +95,7 @@ def test_on_a_terminal_the_view_is_redrawn_in_place(live):
 
 
 def test_pause_compact_continue_and_cancel_a_detached_session(live):
-    out = mmo("run", TURN_PROFILE, "slow FAKE_SLEEP=30", "--offline", "--wall", "8",
+    out = mmo("run", TURN_PROFILE, "slow FAKE_SLEEP=30", "--offline", "--wall", "2",
               "--cwd", str(live))
     assert out.returncode == 124, out.stderr
     sid = out.stderr.splitlines()[0].split()[1]
