@@ -18,7 +18,9 @@ write one; a third-party host may rely on every name in ``__all__``:
   ``stopped_jobs``: ``mmo_kernel.jobs.session_end``); ``session_file``;
   ``ROOT_HOST_FIELDS`` as above for a root host; ``TERMINAL_SESSION_STATUSES``.
 - **Audit**: ``audit_event`` appends one event to a session's audit log under its run;
-  ``append_jsonl`` appends to any JSONL log (an event log, say). A host process calls
+  ``append_jsonl`` appends to any JSONL log (an event log, say), fsynced per line;
+  ``EvidenceLog`` keeps a busy log (a host's protocol events) open and fsyncs its
+  lines before the process's next record write instead. A host process calls
   ``set_process_actor`` once at start, with ``"agent"`` and its agent's name, so every
   event it (or a thread it starts) records says who acted (``actor``, ``actor_name``).
 - **Snapshots and agent homes**: ``snapshot_profile`` (the compiled profile a session
@@ -80,7 +82,7 @@ from mmo_kernel.sessions.records import (
 )
 from mmo_kernel.sessions.state import HOST_FIELDS, REMOVE, update_session
 from mmo_kernel.state.actor import set_process_actor
-from mmo_kernel.state.audit import append_audit, append_jsonl, utc_timestamp
+from mmo_kernel.state.audit import EvidenceLog, append_audit, append_jsonl, utc_timestamp
 from mmo_kernel.state.files import atomic_write_json, atomic_write_text
 from mmo_kernel.state.processes import (
     kill_processes,
@@ -107,7 +109,8 @@ def audit_event(session: Mapping[str, Any], event: str, **fields: Any) -> dict[s
 
 __all__ = [
     "JOB_HOST_FIELDS", "REMOVE", "ROOT_HOST_FIELDS", "TERMINAL_JOB_STATUSES",
-    "TERMINAL_SESSION_STATUSES", "append_jsonl", "atomic_write_json", "atomic_write_text",
+    "TERMINAL_SESSION_STATUSES", "EvidenceLog", "append_jsonl", "atomic_write_json",
+    "atomic_write_text",
     "audit_event", "capture_job_patch", "defer_root_completion", "end_root_completion_deferral",
     "is_exact_int", "job_file", "kill_processes", "load_snapshot", "process_matches",
     "process_start_token", "pump_redacted", "read_job_record", "read_session_record",

@@ -12,7 +12,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,23 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_barriers: list[Callable[[], None]] = []
+
+
+def add_write_barrier(barrier: Callable[[], None]) -> None:
+    """Run ``barrier`` before every atomic write of this process.
+
+    For a log whose lines are not fsynced one by one (``state.audit.EvidenceLog``):
+    its lines reach the disk before any record that may refer to them does.
+    """
+    _barriers.append(barrier)
+
+
+def remove_write_barrier(barrier: Callable[[], None]) -> None:
+    if barrier in _barriers:
+        _barriers.remove(barrier)
+
+
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *,
                        redact: bool = True) -> None:
     """Write via temp file + fsync + rename so readers never see half a file.
@@ -57,6 +74,8 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600, *,
     path = Path(path)
     if redact:
         data = redact_bytes(data)
+    for barrier in tuple(_barriers):
+        barrier()
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:

@@ -23,6 +23,7 @@ from typing import Any
 
 from mmo_kernel import package_version
 from mmo_kernel.host_api import (
+    EvidenceLog,
     load_snapshot,
     process_start_token,
     set_process_actor,
@@ -36,7 +37,6 @@ from mmo_kernel.tools import load_tool_servers
 from .approvals import ApprovalPolicy
 from .client import KEEP_PENDING, AppServerClient
 from .errors import AppServerError, TransportLost
-from .events import jsonl_recorder
 from .host_controls import ControlState, check_response
 from .launch import app_server_argv
 from .messages import ServerRequest
@@ -135,6 +135,8 @@ class AgentHost(ABC):
         self.controls = ControlState(record.get(self.fields.revision) or 0)
         self.control_server: ControlServer | None = None
         self.lock = threading.RLock()
+        self.event_log: EvidenceLog | None = None
+        """The protocol events, fsynced before each record write rather than per line."""
         self.active_turn: str | None = None
         self.wake = threading.Event()
         self.intent: str | None = None  # "stop" | "pause" | "finalize"
@@ -224,8 +226,10 @@ class AgentHost(ABC):
 
     def spawn_app_server(self) -> None:
         self.start_tool_bridges()
+        if self.event_log is None:
+            self.event_log = EvidenceLog(self.events_path)
         self.client = self.open_client(
-            recorder=jsonl_recorder(self.events_path),
+            recorder=self.event_log.append,
             approvals=ApprovalPolicy(approval_policy=self.approval_policy),
             request_handler=self._on_server_request)
         self.app = AppServerSession(self.client)
@@ -646,6 +650,8 @@ class AgentHost(ABC):
         if self.control_server is not None:
             self.control_server.close()
         self.close_client()
+        if self.event_log is not None:
+            self.event_log.close()
         for bridge in self.bridges.values():
             bridge.close()
         pgid = self.record.get(self.fields.app_pgid)
