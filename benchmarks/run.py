@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import machine_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("jobs", "state", "mesh", "gateway")
+ORDER = ("jobs", "state", "mesh", "gateway", "views", "webui")
 """Known benchmarks first, in this order; any other script follows alphabetically."""
 
 

@@ -1,7 +1,7 @@
 """The live view's read model: refresh cost with a long history and a busy team.
 
 Run: ``.venv/bin/python benchmarks/views.py [--jobs 10000] [--agents 50] [--rate 20]
-[--refreshes 30] [--quick]``
+[--refreshes 30] [--quick] [--profile FILE]``
 
 Set-up, in a private temp state dir: the history of ``benchmarks/state.py``
 (``--jobs`` finished jobs in ``jobs / 5`` sessions, at most 2,000, synthesized from

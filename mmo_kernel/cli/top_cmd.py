@@ -94,8 +94,15 @@ def _cells(agent, now: float) -> dict[str, str]:
     }
 
 
+def _fit(text: str, width: int) -> str:
+    """``short`` that keeps a cell's leading indent (a worker's depth in the tree)."""
+    body = text.lstrip(" ")
+    lead = min(len(text) - len(body), max(0, width - 2))
+    return " " * lead + short(body, width - lead)
+
+
 def _row(cells: dict[str, str], cols: list[tuple[str, int]]) -> str:
-    return " ".join(short(cells.get(name, ""), w).ljust(w) for name, w in cols).rstrip()
+    return " ".join(_fit(cells.get(name, ""), w).ljust(w) for name, w in cols).rstrip()
 
 
 def _session_line(view, width: int) -> str:

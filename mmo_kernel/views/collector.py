@@ -1,7 +1,8 @@
 """The one read model a viewer keeps: ``Collector.refresh()`` returns a ``TeamSnapshot``.
 
 Nothing here writes under the state dir. Per refresh it costs one ``lstat`` per
-session record, a pure status read (``peek``: pid + start token) per live
+live session record and per finished one of the slice checked in turn
+(``records.SessionBook``), a pure status read (``peek``: pid + start token) per live
 agent, and the bytes appended to the live sessions' logs since the last
 refresh. A record is parsed again only when its file identity changed; the
 jobs of a session are learned from its audit log (``agent_started``), so the
@@ -11,7 +12,6 @@ thousands of past jobs are never opened.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -24,15 +24,12 @@ from mmo_kernel.jobs.peek import peek_job_record
 from mmo_kernel.jobs.records import jobs_root, read_job_record
 from mmo_kernel.profiles.costs import agent_models
 from mmo_kernel.sessions.peek import peek_session_record
-from mmo_kernel.sessions.records import (
-    TERMINAL_SESSION_STATUSES,
-    read_session_record,
-    sessions_root,
-)
+from mmo_kernel.sessions.records import sessions_root
 from mmo_kernel.state import index
 from mmo_kernel.state.paths import state_dir
 from mmo_kernel.views.activity import AgentActivity, epoch
 from mmo_kernel.views.model import AgentView, Doing, SessionView, TeamSnapshot
+from mmo_kernel.views.records import Record, SessionBook, reread
 from mmo_kernel.views.routes import WINDOW_SECONDS, RouteWindow
 from mmo_kernel.views.tail import LogTail
 
@@ -40,10 +37,6 @@ AUDIT_KEPT = 50
 """Audit entries kept per live session (the newest)."""
 TIMELINE_KEPT = 40
 """Timeline spans each agent carries in a snapshot (the newest)."""
-FINISHED_CHECKS = 200
-"""Finished sessions whose record file is checked per refresh, in turn: they rarely change,
-and checking thousands every second would be most of a refresh (a change shows within
-``len(finished) / FINISHED_CHECKS`` refreshes)."""
 READ_BUDGET_BYTES = 4 << 20
 """Most bytes one log contributes to one refresh: a huge log is caught up over several."""
 
@@ -56,18 +49,10 @@ class _Watched:
     activity: AgentActivity = field(default_factory=AgentActivity)
 
     def read(self) -> None:
-        lines = self.tail.read(READ_BUDGET_BYTES)
+        chunk = self.tail.read_chunk(READ_BUDGET_BYTES)
         if self.tail.restarted:
             self.activity = AgentActivity()
-        self.activity.feed(lines)
-
-
-@dataclass
-class _Record:
-    identity: str | None
-    record: dict[str, Any] | None
-    strict: bool = True
-    """Read through the record's model (False: plain JSON of a finished session)."""
+        self.activity.feed_chunk(chunk)
 
 
 @dataclass
@@ -79,7 +64,7 @@ class _LiveSession:
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
     """job id -> its ``agent_started`` audit entry, in start order."""
     workers: dict[str, _Watched] = field(default_factory=dict)
-    jobs: dict[str, _Record] = field(default_factory=dict)
+    jobs: dict[str, Record] = field(default_factory=dict)
 
 
 def _utc(stamp: Any) -> float | None:
@@ -94,95 +79,30 @@ def _elapsed(started: Any, finished: Any, now: float) -> float | None:
     return round((end if end is not None else now) - begin, 1)
 
 
+def _count(value: Any) -> int | None:
+    """A token count as the view's schema has it (a record's ``usage`` is free-form)."""
+    return value if type(value) is int else None
+
+
 class Collector:
-    """The read model of one state dir, refreshed on demand (``mmo top``: every second)."""
+    """The read model of one state dir, refreshed on demand (``mmo top``: every second).
+
+    Snapshots are built with ``model_construct``: every value comes from a record already
+    validated through its model or from the fold of its log, so validating them again
+    each second would only cost time.
+    """
 
     def __init__(self, window: float = WINDOW_SECONDS) -> None:
         self.state_dir = state_dir()
         self._sessions_root, self._jobs_root = str(sessions_root()), str(jobs_root())
-        self._sessions: dict[str, _Record] = {}
-        self._names: set[str] = set()
-        self._names_stamp: int | None = None
-        self._rotation = 0
+        self._book = SessionBook()
         self._live: dict[str, _LiveSession] = {}
         self.routes = RouteWindow(window)
-
-    # ------------------------------------------------------------ records --
-
-    @staticmethod
-    def _reread(kept: _Record | None, ident: str | None, read: Any) -> _Record:
-        """The cached record while its identity holds; else read strictly (through the
-        record's model), an unreadable one kept as None."""
-        if kept is not None and ident is not None and kept.identity == ident and kept.strict:
-            return kept
-        try:
-            return _Record(ident, read())
-        except (OSError, ValueError, RuntimeError):
-            return _Record(ident, None)
-
-    def _session_names(self) -> set[str]:
-        """The session directories; listed again only when the directory changed."""
-        root = self._sessions_root
-        try:
-            stamp = os.stat(root).st_mtime_ns
-        except FileNotFoundError:
-            return set()
-        if stamp != self._names_stamp:
-            self._names = {e.name for e in os.scandir(root) if not e.name.startswith(".")}
-            self._names_stamp = stamp
-        return self._names
-
-    def _check_session(self, session_id: str) -> None:
-        """Re-read a session record whose identity changed: a finished one only for its
-        status (plain JSON: it is counted, not shown), any other one strictly."""
-        path = f"{self._sessions_root}/{session_id}/session.json"  # no Path: thousands a second
-        ident = index.identity(path)
-        if ident is None and not os.path.lexists(path):
-            self._sessions.pop(session_id, None)  # a session being created: not one yet
-            return
-        kept = self._sessions.get(session_id)
-        if kept is not None and ident is not None and kept.identity == ident:
-            return
-        light = index.load_unchanged(path, ident) if ident is not None else None
-        if light is not None and light.get("status") in TERMINAL_SESSION_STATUSES:
-            self._sessions[session_id] = _Record(ident, light, strict=False)
-            return
-        self._sessions[session_id] = self._reread(None, ident,
-                                                  lambda: read_session_record(session_id))
-
-    def _scan_sessions(self) -> None:
-        """Live sessions are checked every refresh, finished ones a slice at a time."""
-        names = self._session_names()
-        for gone in self._sessions.keys() - names:
-            del self._sessions[gone]
-            self._live.pop(gone, None)
-        finished = []
-        for session_id in names:
-            kept = self._sessions.get(session_id)
-            if kept is not None and kept.record is not None and \
-                    kept.record.get("status") in TERMINAL_SESSION_STATUSES:
-                finished.append(session_id)
-            else:
-                self._check_session(session_id)
-        if finished:
-            finished.sort()
-            start = self._rotation % len(finished)
-            for session_id in (finished + finished)[start:start + FINISHED_CHECKS]:
-                self._check_session(session_id)
-            self._rotation = start + FINISHED_CHECKS
-
-    def _strict(self, session_id: str) -> dict[str, Any] | None:
-        """A shown session's record read through its model (a finished one was read light)."""
-        kept = self._sessions[session_id]
-        if not kept.strict:
-            kept = self._sessions[session_id] = self._reread(
-                None, kept.identity, lambda: read_session_record(session_id))
-        return kept.record
 
     def _job(self, live: _LiveSession, job_id: str) -> dict[str, Any] | None:
         """The job as a reconciling read would show it (``peek``), or None if unreadable."""
         ident = index.identity(f"{self._jobs_root}/{job_id}/metadata.json")
-        kept = self._reread(live.jobs.get(job_id), ident, lambda: read_job_record(job_id))
+        kept = reread(live.jobs.get(job_id), ident, lambda: read_job_record(job_id))
         live.jobs[job_id] = kept
         return None if kept.record is None else peek_job_record(kept.record)
 
@@ -220,40 +140,26 @@ class Collector:
         """Every live session in full; the ``show_finished`` newest finished ones too."""
         started = time.perf_counter()
         now = time.time()
-        self._scan_sessions()
+        book = self._book
+        book.scan()
         self.routes.refresh(now)
-        shown: list[tuple[str, dict[str, Any]]] = []
-        done: list[tuple[str, dict[str, Any]]] = []
-        finished: Counter[str] = Counter()
-        tainted = 0
-        for session_id, kept in self._sessions.items():
-            record = kept.record
-            if record is None:
-                finished["unreadable"] += 1
-                continue
-            tainted += bool(record.get("tainted"))
-            if record.get("status") in TERMINAL_SESSION_STATUSES:
-                finished[record["status"]] += 1
-                done.append((session_id, record))
-            else:
-                shown.append((session_id, record))
-        if show_finished:
-            done.sort(key=lambda item: item[1].get("created_at") or "", reverse=True)
-        picked = shown + done[:show_finished]
+        shown = book.live()
+        shown.sort(key=lambda item: item[1].get("created_at") or "", reverse=True)
+        picked = shown + book.newest_finished(show_finished)
+        finished, tainted = dict(sorted(book.finished.items())), book.tainted
         for session_id in self._live.keys() - {sid for sid, _ in picked}:
             del self._live[session_id]
-        shown.sort(key=lambda item: item[1].get("created_at") or "", reverse=True)
         views = []
-        for session_id, _ in shown + done[:show_finished]:
-            record = self._strict(session_id)
+        for session_id, _ in picked:
+            record = book.strict(session_id)
             if record is not None:
                 views.append(self._session_view(session_id, peek_session_record(record), now))
         agents = [agent for view in views for agent in view.agents]
         costs = [agent.cost_usd for agent in agents]
-        return TeamSnapshot(
+        return TeamSnapshot.model_construct(
             generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            state_dir=str(self.state_dir), sessions_total=len(self._sessions),
-            sessions_live=len(shown), finished=dict(sorted(finished.items())), tainted=tainted,
+            state_dir=str(self.state_dir), sessions_total=len(book.records),
+            sessions_live=len(shown), finished=finished, tainted=tainted,
             agents=dict(sorted(Counter(a.status for a in agents).items())),
             input_tokens=sum(a.input_tokens or 0 for a in agents),
             output_tokens=sum(a.output_tokens or 0 for a in agents),
@@ -285,14 +191,14 @@ class Collector:
                     LogTail(f"{self._jobs_root}/{job_id}/events.jsonl"))
             watched.read()  # one stat when nothing was appended
             agents.append(self._job_view(session_id, job, entry, watched, models, now))
-        return SessionView(
+        return SessionView.model_construct(
             session_id=session_id, profile_id=record.get("profile_id"), cwd=record.get("cwd"),
             status=record["status"], stored_status=record["stored_status"],
             session_kind=record.get("session_kind"),
             execution_mode=record.get("root_execution_mode"),
             goal_status=record.get("root_goal_status"), created_at=record.get("created_at"),
-            tainted=bool(record.get("tainted")), agents=_tree(agents), audit=list(live.audit),
-            routes=self.routes.figures(session_id))
+            tainted=bool(record.get("tainted")), agents=_tree(agents),
+            audit=[dict(entry) for entry in live.audit], routes=self.routes.figures(session_id))
 
     @staticmethod
     def _tokens(activity: AgentActivity, usage: Any) -> tuple[int | None, int | None]:
@@ -300,7 +206,7 @@ class Collector:
         if activity.input_tokens is not None:
             return activity.input_tokens, activity.output_tokens
         usage = usage if isinstance(usage, dict) else {}
-        return usage.get("input_tokens"), usage.get("output_tokens")
+        return _count(usage.get("input_tokens")), _count(usage.get("output_tokens"))
 
     def _agent_fields(self, agent: str, watched: _Watched, usage: Any,
                       models: dict[str, Any]) -> dict[str, Any]:
@@ -314,20 +220,21 @@ class Collector:
             "model": model.id if model is not None else None,
             "turns": activity.turns, "input_tokens": given, "output_tokens": taken,
             "cost_usd": cost_number(cost),
-            "doing": None if doing is None else Doing(**doing),
+            "doing": None if doing is None else Doing.model_construct(**doing),
             "last_message": activity.last_message,
-            "timeline": [s.as_dict() for s in list(activity.spans)[-TIMELINE_KEPT:]],
+            "timeline": activity.timeline(TIMELINE_KEPT),
         }
 
     def _root_view(self, session_id: str, record: dict[str, Any], watched: _Watched,
                    models: dict[str, Any], now: float) -> AgentView:
         agent = str(record.get("root_agent") or "root")
-        return AgentView(
-            key="root", session_id=session_id, agent=agent, status=record["status"],
-            stored_status=record["stored_status"], mode=record.get("sandbox_mode"),
+        return AgentView.model_construct(
+            key="root", session_id=session_id, job_id=None, agent=agent, parent=None,
+            status=record["status"], stored_status=record["stored_status"],
+            mode=record.get("sandbox_mode"), write_scope=[],
             started_at=record.get("started_at"), finished_at=record.get("finished_at"),
             elapsed_seconds=_elapsed(record.get("started_at"), record.get("finished_at"), now),
-            pending_requests=len(record.get("root_pending_requests") or []),
+            result_state=None, pending_requests=len(record.get("root_pending_requests") or []),
             error=record.get("error"),
             **self._agent_fields(agent, watched, record.get("root_usage"), models))
 
@@ -335,7 +242,7 @@ class Collector:
                   watched: _Watched, models: dict[str, Any], now: float) -> AgentView:
         agent = str(job.get("agent") or entry.get("agent") or "?")
         caller = job.get("caller_job_id") or entry.get("caller_job_id")
-        return AgentView(
+        return AgentView.model_construct(
             key=job["job_id"], session_id=session_id, job_id=job["job_id"], agent=agent,
             parent=caller if isinstance(caller, str) else "root", status=job["status"],
             stored_status=job["stored_status"], mode=job.get("mode"),
@@ -357,7 +264,8 @@ def _tree(agents: list[AgentView]) -> list[AgentView]:
     ordered: list[AgentView] = []
 
     def visit(agent: AgentView, depth: int) -> None:
-        ordered.append(agent.model_copy(update={"depth": depth}))
+        agent.depth = depth  # built for this snapshot only: set in place, no copy
+        ordered.append(agent)
         for child in children.get(agent.key, []):
             visit(child, depth + 1)
 

@@ -47,6 +47,8 @@ class AgentView(BaseModel):
     pending_requests: int = 0
     error: str | None = None
     timeline: list[dict[str, Any]] = Field(default_factory=list)
+    """The newest spans (``kind``, ``label``, ``start``, ``end``, ``status``), oldest first.
+    A closed span's dict is shared by the snapshots that follow: read it, never change it."""
 
 
 class SessionView(BaseModel):

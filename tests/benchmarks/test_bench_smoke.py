@@ -39,6 +39,7 @@ def _summaries(stdout: str, name: str) -> list[list[str]]:
     ("mesh", "cold_start_ms"),
     ("gateway", "added_total_p50_ms"),
     ("views", "refresh_cpu_p50_ms"),
+    ("webui", "session_page_50_agents_p50_ms"),
 ])
 def test_each_benchmark_runs_at_tiny_sizes_and_prints_its_summary(name, metric, tmp_path):
     done = _run(str(BENCHMARKS / f"{name}.py"), "--quick", tmp_path=tmp_path)
