@@ -6,26 +6,12 @@ the agent's model (docs/catalog.md, "Prices and cost"); unknown stays unknown.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from mmo_kernel.config.pricing import cost_number
 from mmo_kernel.profiles.costs import job_cost, root_cost
 from mmo_kernel.state.records import is_unreadable
-
-UNKNOWN = "n/a"
-SMALLEST = Decimal("0.0001")
-
-
-def money(cost: Decimal | None) -> str:
-    """``$0.0123`` under a dollar, ``$12.34`` from one, ``n/a`` when the cost is unknown."""
-    if cost is None:
-        return UNKNOWN
-    if cost == 0:
-        return "$0.00"
-    if cost < SMALLEST:
-        return f"<${SMALLEST}"
-    return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+from mmo_kernel.views.text import money
 
 
 def with_job_cost(job: dict[str, Any]) -> dict[str, Any]:

@@ -14,29 +14,13 @@ import argparse
 import shutil
 import sys
 import time
-from decimal import Decimal
 from typing import TextIO
 
-from mmo_kernel.cli.costs import money
 from mmo_kernel.cli.output import duration, print_json, short
+from mmo_kernel.views.text import count, money
 
 RAW = argparse.RawDescriptionHelpFormatter
 NARROW, WIDE = 80, 120
-
-
-def _count(value: int | None) -> str:
-    if value is None:
-        return "—"
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:.1f}M"
-    if value >= 1000:
-        return f"{value / 1000:.1f}k"
-    return str(value)
-
-
-def _money(value: float | None) -> str:
-    """As ``mmo jobs`` shows a cost (the snapshot carries it as a JSON number)."""
-    return money(None if value is None else Decimal(str(value)))
 
 
 def _doing(agent, now: float) -> str:
@@ -53,14 +37,14 @@ def _doing(agent, now: float) -> str:
 
 def _headline(snap, width: int) -> str:
     agents = sum(snap.agents.values())
-    volume = f"{_count(snap.input_tokens)} in / {_count(snap.output_tokens)} out"
+    volume = f"{count(snap.input_tokens)} in / {count(snap.output_tokens)} out"
     if width < WIDE:
         by_status = " ".join(f"{n} {s}" for s, n in snap.agents.items())
         return (f"mmo top  {snap.sessions_live} live/{snap.sessions_total} sess  {agents} "
-                f"agents: {by_status}  {volume}  cost {_money(snap.cost_usd)}")
+                f"agents: {by_status}  {volume}  cost {money(snap.cost_usd)}")
     by_status = ", ".join(f"{n} {s}" for s, n in snap.agents.items()) or "none"
     return (f"mmo top — {snap.sessions_live} live / {snap.sessions_total} sessions · "
-            f"{agents} agents ({by_status}) · {volume} · cost {_money(snap.cost_usd)}")
+            f"{agents} agents ({by_status}) · {volume} · cost {money(snap.cost_usd)}")
 
 
 def _columns(width: int) -> list[tuple[str, int]]:
@@ -88,8 +72,8 @@ def _cells(agent, now: float) -> dict[str, str]:
     return {
         "AGENT": label, "ROUTE / MODEL": f"{agent.route or '—'} / {_slug(agent.model)}",
         "STATUS": agent.status, "ELAPSED": elapsed, "TURN": str(agent.turns),
-        "IN": _count(agent.input_tokens), "OUT": _count(agent.output_tokens),
-        "TOKENS": _count(total), "COST": _money(agent.cost_usd),
+        "IN": count(agent.input_tokens), "OUT": count(agent.output_tokens),
+        "TOKENS": count(total), "COST": money(agent.cost_usd),
         "SCOPE": ",".join(agent.write_scope), "NOW": _doing(agent, now),
     }
 
@@ -129,7 +113,7 @@ def _route_lines(snap, width: int) -> list[str]:
         lat = (f"{f.latency_p50_ms:.1f}/{f.latency_p95_ms:.1f} ms"
                if f.latency_p50_ms is not None else "—")
         ttfb = f"{f.ttfb_p50_ms:.1f} ms" if f.ttfb_p50_ms is not None else "—"
-        volume = f"{_count(f.input_tokens)} / {_count(f.output_tokens)}"
+        volume = f"{count(f.input_tokens)} / {count(f.output_tokens)}"
         lines.append(short(f"{f.route:28} {f.requests:>5} {f.errors:>4} {ttfb:>9} "
                            f"{lat:>15} {volume:>16} {f.faults:>6}", width))
     return lines
@@ -158,7 +142,7 @@ def table_format():
 
     return TableFormat(headline=_headline, columns=_columns, cells=_cells, row=_row,
                        session_line=_session_line, finished_line=_finished_line,
-                       route_lines=_route_lines, money=_money, count=_count,
+                       route_lines=_route_lines, money=money, count=count,
                        duration=duration, short=short)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from mmo_kernel.views.model import AgentView, SessionView, TeamSnapshot
+from mmo_kernel.views.text import count
+from mmo_kernel.views.text import money as figure_money
 
 LIVE = frozenset({"created", "starting", "running", "paused", "detached", "suspended",
                   "pausing", "stopping", "queued"})
@@ -28,16 +30,6 @@ TOOL_ROWS_KEPT = 60
 
 def esc(value: Any) -> str:
     return "" if value is None else html.escape(str(value), quote=True)
-
-
-def count(value: int | None) -> str:
-    if value is None:
-        return "—"
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:.1f}M"
-    if value >= 1000:
-        return f"{value / 1000:.1f}k"
-    return str(value)
 
 
 def duration(seconds: float | None) -> str:
@@ -54,11 +46,7 @@ def duration(seconds: float | None) -> str:
 def money(value: float | None) -> str:
     if value is None:
         return '<span class="na" title="no price in the catalog">n/a</span>'
-    if value == 0:
-        return "$0.00"
-    if value < 0.0001:
-        return "&lt;$0.0001"
-    return esc(f"${value:.4f}" if value < 1 else f"${value:,.2f}")
+    return esc(figure_money(value))
 
 
 def ago(stamp: Any, now: float | None = None) -> str:
