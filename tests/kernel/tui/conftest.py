@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.compiled import compile_once
 
 PROFILE = "adaptive-engineering"
 ROOT, WRITER, REVIEWER, SCOUT = ("orchestrator", "implementation_specialist",
@@ -43,20 +44,7 @@ def _guarded(mmo_env, mmo_process_guard):
 @pytest.fixture(scope="session")
 def snapshot_template(tmp_path_factory) -> Path:
     """One offline compile of the profile for the whole run, copied into each test's state."""
-    from mmo_kernel.profiles.snapshots import compile_profile
-
-    root = tmp_path_factory.mktemp("tui-snapshot")
-    saved = {k: os.environ.get(k) for k in ("MMO_STATE_DIR", "MMO_CONFIG_DIR")}
-    os.environ["MMO_STATE_DIR"] = str(root / "state")
-    os.environ["MMO_CONFIG_DIR"] = str(root / "config")
-    try:
-        return Path(compile_profile(PROFILE)["directory"])
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return compile_once(tmp_path_factory.mktemp("tui-snapshot"), PROFILE)
 
 
 def _event(method: str, at: float, **params: Any) -> str:

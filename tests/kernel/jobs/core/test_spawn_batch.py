@@ -97,7 +97,7 @@ def test_each_host_is_on_record_before_anything_else_can_write(make_session, mon
 
 
 def test_a_batch_reads_its_session_once_and_builds_each_agents_environment_once(
-        make_session, monkeypatch):
+        make_session, monkeypatch, mmo_process_guard):
     session = make_session()
     sid = session["session_id"]
     reads: list[str] = []
@@ -130,10 +130,11 @@ def test_a_batch_reads_its_session_once_and_builds_each_agents_environment_once(
         assert token_hash(env["MMO_CALLER_TOKEN"]) == job["mcp_caller_token_hash"]
         assert not set(spawn._minted) & {a["job_id"] for a in accepted}  # handed over, gone
     finally:
-        _cancel_all(sid)
+        _cancel_all(sid, mmo_process_guard)
 
 
-def test_a_job_created_elsewhere_gets_a_fresh_token_recorded_before_its_host(make_session):
+def test_a_job_created_elsewhere_gets_a_fresh_token_recorded_before_its_host(
+        make_session, mmo_process_guard):
     session = make_session()
     sid = session["session_id"]
     [record] = spawn.admit_and_create(sid, ROOT, None,
@@ -148,7 +149,7 @@ def test_a_job_created_elsewhere_gets_a_fresh_token_recorded_before_its_host(mak
         env = agent_environ(job_id)
         assert token_hash(env["MMO_CALLER_TOKEN"]) == launched["mcp_caller_token_hash"]
     finally:
-        _cancel_all(sid)
+        _cancel_all(sid, mmo_process_guard)
 
 
 def test_a_failed_creation_keeps_no_token_in_memory(make_session, monkeypatch):

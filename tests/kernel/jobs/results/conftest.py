@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.compiled import compile_once
 
 from mmo_kernel.jobs.records import job_dir, new_job_id, write_job_record
 from mmo_kernel.sessions.records import (
@@ -41,21 +42,7 @@ def _no_leftover_processes(mmo_process_guard):
 @pytest.fixture(scope="session")
 def snapshot_template(tmp_path_factory) -> Path:
     """One offline compile of the profile for the whole run, copied into each test's state."""
-    from mmo_kernel.profiles.snapshots import compile_profile
-
-    root = tmp_path_factory.mktemp("snapshot-template")
-    saved = {k: os.environ.get(k) for k in ("MMO_STATE_DIR", "MMO_CONFIG_DIR")}
-    os.environ["MMO_STATE_DIR"] = str(root / "state")
-    os.environ["MMO_CONFIG_DIR"] = str(root / "config")
-    try:
-        compiled = compile_profile(PROFILE)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return Path(compiled["directory"])
+    return compile_once(tmp_path_factory.mktemp("snapshot-template"), PROFILE)
 
 
 def make_session(cwd: Path, tmp: Path, template: Path, **fields: Any) -> dict[str, Any]:
