@@ -27,14 +27,22 @@ def _e2e_env(mmo_env, mmo_standin, mmo_process_guard):
     stop_gateway()
 
 
+TIMEOUT_MS = 20_000
+"""Every Playwright action, wait and navigation gives up after this (Playwright's own
+default is 30 s, and a few calls have none): a stuck page fails its test, never the run."""
+
+
 class Browser:
-    """The module's Chromium (a persistent context on a fresh profile) and its processes."""
+    """The module's Chromium and its processes; each test gets a context of its own."""
 
-    def __init__(self, context, drivers: set[int]) -> None:
-        self.context, self.drivers = context, drivers
+    def __init__(self, chromium, drivers: set[int]) -> None:
+        self.chromium, self.drivers = chromium, drivers
 
-    def new_page(self):
-        return self.context.new_page()
+    def new_context(self):
+        context = self.chromium.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(TIMEOUT_MS)
+        context.set_default_navigation_timeout(TIMEOUT_MS)
+        return context
 
     def pids(self) -> set[int]:
         """The Playwright driver and every Chromium process under it (renderers come and
@@ -49,20 +57,27 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser():
     from playwright.sync_api import sync_playwright
 
-    profile = tmp_path_factory.mktemp("chromium-profile")
     before = {c.pid for c in psutil.Process().children()}
     with sync_playwright() as driver:
         drivers = {c.pid for c in psutil.Process().children()} - before
-        context = driver.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=ARGS,
-            viewport={"width": 1400, "height": 1000})
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS,
+                                          timeout=TIMEOUT_MS)
         try:
-            yield Browser(context, drivers)
+            yield Browser(chromium, drivers)
         finally:
-            context.close()
+            chromium.close()
+
+
+@pytest.fixture
+def context(browser):
+    """A fresh profile per test: no cookie, cache or open stream carries over, and closing
+    it closes every page (and its live stream) the test opened."""
+    made = browser.new_context()
+    yield made
+    made.close()
 
 
 @pytest.fixture(autouse=True)
@@ -106,12 +121,8 @@ class Page:
         origin = self.server.origin + "/"
         return [url for url in self.requests if not url.startswith(origin)]
 
-    def close(self) -> None:
-        self.page.close()
 
 
 @pytest.fixture
-def tab(browser, ui):
-    page = Page(browser, ui)
-    yield page
-    page.close()
+def tab(context, ui):
+    return Page(context, ui)  # closed with its context

@@ -9,6 +9,8 @@ from kernel.webui.harness import audit, finished, offline_session, spawn, writer
 from playwright.sync_api import expect
 from support.waiting import wait_until
 
+ATTACKER = "http://attacker.example"
+
 
 def test_the_fixture_sessions_are_listed_and_the_page_reaches_nothing_but_loopback(
         tab, mmo_git_workspace):
@@ -90,23 +92,23 @@ def test_cancel_from_the_session_page(tab, mmo_git_workspace):
     assert tab.foreign() == []
 
 
-def test_a_wrong_token_a_foreign_host_and_a_cross_origin_post_get_403(browser, ui,
+def test_a_wrong_token_a_foreign_host_and_a_cross_origin_post_get_403(context, ui,
                                                                     mmo_git_workspace):
     session = offline_session(mmo_git_workspace)
     job_id = writer_job(session)
-    page = browser.new_page()
-    try:
-        wrong = page.goto(f"{ui.origin}/?token=not-the-token")
-        assert wrong.status == 403
-        foreign = page.goto(f"http://localhost:{ui.port}/?token={ui.token}")
-        assert foreign.status == 403  # the Host names another site (DNS rebinding)
-        # another origin's page posts to the UI: an opaque origin, and no cookie sent
-        page.goto(f"{ui.origin}/?token={ui.token}")  # this browser even holds the cookie
-        page.set_content(f'<form method="post" action="{ui.origin}/job/{job_id}/action">'
-                         '<input name="action" value="read"><button>go</button></form>')
-        with page.expect_response(f"{ui.origin}/job/{job_id}/action") as posted:
-            page.click("button")
-        assert posted.value.status == 403
-    finally:
-        page.close()
+    page = context.new_page()  # closed with the test's context
+    wrong = page.goto(f"{ui.origin}/?token=not-the-token")
+    assert wrong.status == 403
+    foreign = page.goto(f"http://localhost:{ui.port}/?token={ui.token}")
+    assert foreign.status == 403  # the Host names another site (DNS rebinding)
+    page.goto(f"{ui.origin}/?token={ui.token}")  # this browser now holds the cookie
+    # another site's page posts a form to the UI (served by the browser itself: no network)
+    form = (f'<form method="post" action="{ui.origin}/job/{job_id}/action">'
+            '<input name="action" value="read"><button>go</button></form>')
+    page.route(f"{ATTACKER}/**", lambda route: route.fulfill(body=form,
+                                                            content_type="text/html"))
+    page.goto(f"{ATTACKER}/")
+    with page.expect_response(f"{ui.origin}/job/{job_id}/action") as posted:
+        page.click("button")
+    assert posted.value.status == 403
     assert [e for e in audit(session) if e["event"] == "agent_result_read"] == []
