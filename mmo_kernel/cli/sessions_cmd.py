@@ -256,10 +256,12 @@ def run_control(args: argparse.Namespace) -> int:
             raise ValueError("--grace must not be negative")
         with _progress(f"stopping session {sid}: the root and its workers finalize "
                        f"(up to {args.grace:g} s, then they are retired)"):
-            out = lifecycle.stop_session(sid, grace_seconds=args.grace)
+            out = lifecycle.stop_session(sid, grace_seconds=args.grace, reason=args.reason)
+    elif action == "cancel":
+        out = lifecycle.cancel_session(sid, reason=args.reason)
     else:
         out = {"pause": lifecycle.pause_session, "compact": lifecycle.compact_session,
-               "detach": lifecycle.detach_session, "cancel": lifecycle.cancel_session}[action](sid)
+               "detach": lifecycle.detach_session}[action](sid)
     if args.json:
         print_json(out)
         return 0
@@ -422,7 +424,8 @@ def _add_controls(sub: argparse._SubParsersAction) -> None:
                                 description=f"{text[0].upper()}{text[1:]}.",
                                 epilog=f"example:\n  mmo {action} ID"
                                 + (" --input 'Now add tests'" if action == "continue" else "")
-                                + (" --grace 10" if action == "stop" else ""))
+                                + (" --grace 10" if action == "stop" else "")
+                                + (" --reason 'wrong branch'" if action == "cancel" else ""))
         parser.add_argument("session_id", metavar="ID", help=SESSION_ID_HELP)
         if action == "continue":
             parser.add_argument("--input", metavar="TEXT",
@@ -430,6 +433,10 @@ def _add_controls(sub: argparse._SubParsersAction) -> None:
         if action == "stop":
             parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                                 help="how long the root may take to finalize (default 30)")
+        if action in ("stop", "cancel"):
+            parser.add_argument("--reason", metavar="TEXT",
+                                help="why (optional, at most 2,000 characters): kept in the "
+                                     "session's audit log")
         _json(parser)
         parser.set_defaults(func=run_control)
 

@@ -446,8 +446,21 @@ def compact_session(session_id: str) -> dict[str, Any]:
 # ----------------------------------------------------------------- stop ---
 
 
-def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]:
-    """Graceful stop: steer the active root turn and live workers to finalize, wait, retire."""
+def _optional_reason(reason: str | None) -> dict[str, str]:
+    """The audit fields of a person's optional reason for a stop or cancel, checked before
+    anything changes (the same bound as a disposition's reason)."""
+    if reason is None or not str(reason).strip():
+        return {}
+    from mmo_kernel.jobs.authority import check_reason
+
+    return {"reason": check_reason(reason)}
+
+
+def stop_session(session_id: str, grace_seconds: float = 30.0,
+                 reason: str | None = None) -> dict[str, Any]:
+    """Graceful stop: steer the active root turn and live workers to finalize, wait, retire.
+    ``reason`` (optional) is kept in the ``session_stopped`` audit entry."""
+    why = _optional_reason(reason)
     with lifecycle_lock(session_dir(session_id)):
         record = load_session(session_id)
         if record["status"] in TERMINAL_SESSION_STATUSES:
@@ -479,7 +492,8 @@ def stop_session(session_id: str, grace_seconds: float = 30.0) -> dict[str, Any]
         except RuntimeError:
             pass
         record = read_session_record(session_id)
-        _audit(record, "session_stopped", root_finalize_delivered=delivered, root_forced=forced)
+        _audit(record, "session_stopped", root_finalize_delivered=delivered, root_forced=forced,
+               **why)
         return {"session": record, "root_finalize_delivered": delivered, "root_forced": forced}
 
 
@@ -542,14 +556,16 @@ def _stop_jobs(session_id: str) -> None:
 # --------------------------------------------------------------- cancel ---
 
 
-def cancel_session(session_id: str) -> dict[str, Any]:
-    """``cancelling`` at once (visible while the lifecycle lock is held elsewhere), then kill.
+def cancel_session(session_id: str, reason: str | None = None) -> dict[str, Any]:
+    """``cancelling`` at once (visible while the lifecycle lock is held elsewhere), then kill;
+    ``reason`` (optional) is kept in the ``session_cancelled`` audit entry.
 
     A lock that is refused (a symlinked ``lifecycle.lock``) changes nothing: the
     lock is tried first, and ``cancelling`` is written without it only while
     another process holds it; if it is then refused or never granted, the
     status the session had is put back.
     """
+    why = _optional_reason(reason)
     with runtime_lock():
         record = read_session_record(session_id)
         if record["status"] in TERMINAL_SESSION_STATUSES:
@@ -559,7 +575,7 @@ def cancel_session(session_id: str) -> dict[str, Any]:
         with lifecycle_lock(session_dir(session_id), timeout=0):
             granted = True
             update_session(session_id, status="cancelling")
-            return _cancel_locked(session_id)
+            return _cancel_locked(session_id, why)
     except LockBusy:
         if granted:
             raise
@@ -567,7 +583,7 @@ def cancel_session(session_id: str) -> dict[str, Any]:
     try:
         with lifecycle_lock(session_dir(session_id)):
             granted = True
-            return _cancel_locked(session_id)
+            return _cancel_locked(session_id, why)
     except StateError:
         if not granted:
             _undo_cancelling(session_id, record["status"])
@@ -581,13 +597,13 @@ def _undo_cancelling(session_id: str, previous: str) -> None:
             update_session(session_id, status=previous)
 
 
-def _cancel_locked(session_id: str) -> dict[str, Any]:
+def _cancel_locked(session_id: str, why: dict[str, str]) -> dict[str, Any]:
     """Kill every job and host of a ``cancelling`` session; the lifecycle lock is held."""
     record = read_session_record(session_id)
     cancelled = _cancel_jobs(session_id, record)
     _retire_root(record, grace_seconds=2.0)
     record = transition(session_id, "cancelled")
-    _audit(record, "session_cancelled", cancelled_jobs=cancelled)
+    _audit(record, "session_cancelled", cancelled_jobs=cancelled, **why)
     return {"session": record, "cancelled_jobs": cancelled}
 
 

@@ -100,15 +100,15 @@ def _continue(target: Target, text: str | None) -> str:
     return _session_outcome(api.continue_session(target.session_id, text or None))
 
 
-def _stop(target: Target, _: str | None) -> str:
+def _stop(target: Target, reason: str | None) -> str:
     if target.job_id:
         return _control(target, "stop")
-    return _session_outcome(api.stop_session(target.session_id))
+    return _session_outcome(api.stop_session(target.session_id, reason=reason or None))
 
 
 def _cancel(target: Target, reason: str | None) -> str:
     if not target.job_id:
-        return _session_outcome(api.cancel_session(target.session_id))
+        return _session_outcome(api.cancel_session(target.session_id, reason=reason or None))
     _, root = _as_root(target)
     out = api.cancel_job(target.job, target.session_id, reason=reason, caller_agent=root)
     return " · ".join(f"job {j['job_id']}: {j['status']}" for j in out["jobs"])
@@ -156,8 +156,13 @@ def _none(_: Target) -> tuple[Need, str]:
 
 
 def _cancel_reason(target: Target) -> tuple[Need, str]:
-    # `mmo job cancel` requires a reason; a session cancel records none (`mmo cancel`)
-    return ("required", REASON) if target.job_id else ("none", "")
+    # `mmo job cancel` requires a reason; for a session it is optional (`mmo cancel --reason`)
+    return ("required", REASON) if target.job_id else ("optional", SESSION_REASON)
+
+
+def _stop_reason(target: Target) -> tuple[Need, str]:
+    # a worker's stop is a control (no reason); a session's takes one (`mmo stop --reason`)
+    return ("none", "") if target.job_id else ("optional", SESSION_REASON)
 
 
 def _continue_text(_: Target) -> tuple[Need, str]:
@@ -169,12 +174,14 @@ def _required(label: str) -> Callable[[Target], tuple[Need, str]]:
 
 
 REASON = "reason (recorded in the job and the audit log)"
+SESSION_REASON = "reason (optional, recorded in the session's audit log)"
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("p", "pause", "cold-pause the session, or pause the worker", False, _none, _pause),
     Action("c", "continue", "continue a paused/detached session or worker", False,
            _continue_text, _continue),
-    Action("S", "stop", "graceful stop: finalize, then retire the hosts", True, _none, _stop),
+    Action("S", "stop", "graceful stop: finalize, then retire the hosts", True, _stop_reason,
+           _stop),
     Action("x", "cancel", "cancel at once: a session (root and live jobs) or a worker and "
            "its descendants", True,
            _cancel_reason, _cancel),

@@ -21,6 +21,8 @@ RESULT_PAGE = 20_000
 class SessionAction(BaseModel):
     action: str
     input: str | None = Field(default=None, max_length=20_000)
+    reason: str | None = Field(default=None, max_length=2_000)
+    """Optional for stop and cancel (kept in the audit log), ignored by the others."""
 
 
 class JobAction(BaseModel):
@@ -39,11 +41,12 @@ def session_action(session_id: str, request: SessionAction) -> str:
         if request.action == "continue":
             out = api.continue_session(session_id, (request.input or "").strip() or None)
         elif request.action == "stop":
-            out = api.stop_session(session_id, grace_seconds=STOP_GRACE_SECONDS)
+            out = api.stop_session(session_id, grace_seconds=STOP_GRACE_SECONDS,
+                                   reason=(request.reason or "").strip() or None)
         elif request.action == "pause":
             out = api.pause_session(session_id)
         else:
-            out = api.cancel_session(session_id)
+            out = api.cancel_session(session_id, reason=(request.reason or "").strip() or None)
     return f"{request.action}: session {session_id} is {out['session']['status']}" + _listed(out)
 
 

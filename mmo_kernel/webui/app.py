@@ -14,6 +14,7 @@ import secrets
 import sys
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -188,35 +189,32 @@ class UI:
         return RedirectResponse(f"{back}?note={self.notes.add(text, error)}", status_code=303)
 
     async def session_control(self, request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
-        values = await self._form(request)
-        if values is None:
-            return _forbidden("missing or wrong CSRF token")
         session_id = request.path_params["session_id"]
-        back = render.session_href(session_id)
-        try:
-            api.session_dir(session_id)
-            order = actions.SessionAction(action=values.get("action", ""),
-                                          input=values.get("input"))
-            text = await run_in_threadpool(actions.session_action, session_id, order)
-        except (OSError, ValueError, RuntimeError, ValidationError) as exc:
-            return self._refused(request, back, exc)
-        return self._answer(request, back, text, False)
+        return await self._act(request, render.session_href(session_id),
+                               lambda: api.session_dir(session_id),
+                               lambda values: actions.session_action(
+                                   session_id, actions.SessionAction(**values)))
 
     async def job_control(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return await self._act(request, render.job_href(job_id), lambda: api.job_dir(job_id),
+                               lambda values: actions.job_action(
+                                   job_id, actions.JobAction(**values)))
+
+    async def _act(self, request: Request, back: str, check: Callable[[], object],
+                   run: Callable[[dict[str, str]], str]) -> Response:
+        """A control POST: the CSRF token first, then the id (a bad one refuses before
+        anything runs), then the action in a worker thread (it may wait on locks)."""
         from starlette.concurrency import run_in_threadpool
 
         values = await self._form(request)
         if values is None:
             return _forbidden("missing or wrong CSRF token")
-        job_id = request.path_params["job_id"]
-        back = render.job_href(job_id)
+        fields = {k: v for k, v in values.items() if k in ("action", "input", "reason")}
+        fields.setdefault("action", "")
         try:
-            api.job_dir(job_id)
-            order = actions.JobAction(action=values.get("action", ""),
-                                      reason=values.get("reason"))
-            text = await run_in_threadpool(actions.job_action, job_id, order)
+            check()
+            text = await run_in_threadpool(run, fields)
         except (OSError, ValueError, RuntimeError, ValidationError) as exc:
             return self._refused(request, back, exc)
         return self._answer(request, back, text, False)

@@ -163,7 +163,9 @@ def _session_controls(session_id: str, csrf: str) -> str:
     return (f'<form class="controls" method="post" action="{esc(session_href(session_id))}'
             f'/control" data-kind="session">{_csrf_field(csrf)}'
             '<input name="input" placeholder="continue with… (optional input for Continue)" '
-            f'aria-label="continue input" maxlength="20000">{buttons}</form>')
+            'aria-label="continue input" maxlength="20000">'
+            '<input name="reason" placeholder="reason (optional, for Stop and Cancel: kept in '
+            f'the audit log)" aria-label="reason" maxlength="2000">{buttons}</form>')
 
 
 def session_page(view: SessionView, snap: TeamSnapshot, csrf: str, notice: str = "",

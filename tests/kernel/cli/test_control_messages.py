@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from mmo_kernel.lifecycle.controls import load_session
+from mmo_kernel.sessions.records import session_file
+from mmo_kernel.state.audit import read_jsonl
 
 from .conftest import TURN_PROFILE, mmo, wait_until
 
@@ -15,6 +17,10 @@ def _detached(live, prompt: str = "slow FAKE_SLEEP=30") -> str:
     return sid
 
 
+def _audited(sid: str, event: str) -> list[dict]:
+    return [e for e in read_jsonl(session_file(sid, "audit.jsonl")) if e["event"] == event]
+
+
 def test_compact_returns_saying_it_compacted_and_the_session_stays_paused(live):
     sid = _detached(live)
     assert mmo("pause", sid).returncode == 0
@@ -25,7 +31,13 @@ def test_compact_returns_saying_it_compacted_and_the_session_stays_paused(live):
         f"compacted the root thread; the session stays paused (`mmo continue {sid}` resumes "
         "it)"]
     assert load_session(sid)["root_compacted_at"]
-    assert mmo("cancel", sid).returncode == 0
+    too_long = mmo("cancel", sid, "--reason", "x" * 2_001)  # refused before anything changes
+    assert too_long.returncode == 1 and len(too_long.stderr.splitlines()) == 1
+    assert "reason must be at most 2000 characters" in too_long.stderr
+    assert load_session(sid)["status"] == "paused" and not _audited(sid, "session_cancelled")
+    assert mmo("cancel", sid, "--reason", "superseded by a new plan").returncode == 0
+    [cancelled] = _audited(sid, "session_cancelled")
+    assert (cancelled["actor"], cancelled["reason"]) == ("cli", "superseded by a new plan")
 
 
 def test_stop_says_what_it_waits_for_while_it_blocks(capsys):
@@ -42,9 +54,11 @@ def test_stop_says_what_it_waits_for_while_it_blocks(capsys):
 
 def test_stop_of_a_running_root_ends_stopped_and_a_quick_refusal_stays_one_line(live):
     sid = _detached(live)
-    stopped = mmo("stop", sid, "--grace", "2")
+    stopped = mmo("stop", sid, "--grace", "2", "--reason", "enough for today")
     assert stopped.returncode == 0, stopped.stderr
     assert f"session {sid}: stopped" in stopped.stdout
+    [entry] = _audited(sid, "session_stopped")
+    assert entry["reason"] == "enough for today"
     assert all(line.startswith(("stopping session", "  still waiting"))
                for line in stopped.stderr.splitlines())
 

@@ -65,11 +65,12 @@ def test_a_detached_session_is_paused_continued_and_cancelled_from_the_keys(live
         await until(pilot, lambda: " paused " in (_row(pilot.app, ROOT) or ""), "paused",
                     timeout=60)
         assert any(f"session {sid}: paused" in n for n in pilot.app.notices)
-        # stop and cancel are destructive: declined (n, esc), nothing happens
-        for key, decline in (("x", "n"), ("S", "escape")):
+        # stop and cancel are destructive and take an optional reason: declined (esc, even
+        # with a reason typed), nothing happens
+        for key in ("x", "S"):
             await pilot.press(key)
             await until(pilot, lambda: isinstance(pilot.app.screen, AskScreen), "the question")
-            await pilot.press(decline)
+            await pilot.press(*"no", "escape")
             await until(pilot, lambda: not isinstance(pilot.app.screen, AskScreen), "closed")
         assert sum("not confirmed, nothing changed" in n for n in pilot.app.notices) == 2
         assert load_session(sid)["status"] == "paused"
@@ -80,14 +81,15 @@ def test_a_detached_session_is_paused_continued_and_cancelled_from_the_keys(live
                                        for n in pilot.app.notices), "the continue", timeout=60)
         await pilot.press("x")
         await until(pilot, lambda: isinstance(pilot.app.screen, AskScreen), "the question")
-        await pilot.press("y")
+        await pilot.press(*"wrong branch", "enter")
         await until(pilot, lambda: any(f"session {sid}: cancelled" in n
                                        for n in pilot.app.notices), "the cancel", timeout=60)
 
     run(body, (80, 24))
     assert load_session(sid)["status"] == "cancelled"
     [cancelled] = [e for e in audit(sid) if e["event"] == "session_cancelled"]
-    assert (cancelled["actor"], cancelled["actor_name"]) == ("ui", login_name())
+    assert (cancelled["actor"], cancelled["actor_name"], cancelled["reason"]) == (
+        "ui", login_name(), "wrong branch")
     assert not [e for e in audit(sid) if e["event"] == "session_stopped"]
     [resumed] = [e for e in audit(sid) if e["event"] == "run_resumed"]
     assert resumed["actor"] == "ui"

@@ -138,6 +138,11 @@ def test_keys_that_do_not_fit_the_row_or_fail_say_so_in_one_line(team):
         assert failed.startswith(f"steer repo_scout (job …{team['scout'][-6:]}) failed: ")
         assert "\n" not in failed and "Traceback" not in failed
         assert shown(pilot.app, failed[:60])  # on the notice line, cut to the width
+        # a worker's stop asks only yes/no (a control takes no reason): n declines it
+        before = len(pilot.app.notices)
+        await pilot.press("S")
+        await answer(pilot, "n")
+        assert "not confirmed, nothing changed" in await notice(pilot, "stop", before)
 
     run(body, (80, 24))
     assert read_job_record(team["scout"])["status"] == "failed"

@@ -71,11 +71,17 @@ def test_reject_and_cancel_a_job_and_cancel_the_session_from_the_page(ui, mmo_gi
     ui.post(client, f"/job/{job_id}/action", {"action": "read"})
     rejected = ui.post(client, f"/job/{job_id}/action", {"action": "reject", "reason": "no"})
     assert rejected.status_code == 200 and peek_job(job_id)["result_state"] == "rejected"
-    cancelled = ui.post(client, f"/session/{sid}/control", {"action": "cancel"})
+    status = peek_session(sid)["status"]
+    too_long = ui.post(client, f"/session/{sid}/control", {"action": "cancel",
+                                                           "reason": "x" * 2_001})
+    assert too_long.status_code == 409 and peek_session(sid)["status"] == status
+    cancelled = ui.post(client, f"/session/{sid}/control", {"action": "cancel",
+                                                            "reason": "wrong branch"})
     assert cancelled.status_code == 200, cancelled.text
     assert peek_session(sid)["status"] == "cancelled"
     assert ("agent_result_rejected", job_id) in _ui_events(session)
-    assert [e for e in audit(session) if e["event"] == "session_cancelled"][-1]["actor"] == "ui"
+    event = [e for e in audit(session) if e["event"] == "session_cancelled"][-1]
+    assert (event["actor"], event["reason"]) == ("ui", "wrong branch")
     again = ui.post(client, f"/session/{sid}/control", {"action": "pause"})
     assert again.status_code == 409 and again.json()["message"].startswith("refused: ")
     unknown = ui.post(client, f"/session/{sid}/control", {"action": "delete"})
