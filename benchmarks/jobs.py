@@ -331,7 +331,8 @@ def wake_once(dirs: dict[str, Path], session_id: str, index: int) -> float:
 def report_wake(samples: list[float]) -> None:
     p50, p99 = pct(samples, .5), pct(samples, .99)
     print(f"\nwake-up, job terminal (finished_at) -> wait_for_jobs returns, {len(samples)} jobs: "
-          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (the waiter polls every 50 ms)")
+          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (woken by the watch on the jobs' directories; "
+          "50 ms polls without it)")
     summary(BENCH, "wakeup_p50_ms", p50)
     summary(BENCH, "wakeup_p99_ms", p99)
 

@@ -3,10 +3,13 @@
 Waking is driven by the records themselves: every change a host or a
 control makes rewrites ``metadata.json`` (atomic rename, new inode and
 mtime), so the waiter stats each record every ``POLL_SECONDS`` and re-reads
-only those that changed. Each poll also checks that the runner of every
-working job is still alive (a cheap process-identity check): a host killed
-without writing anything is reconciled to ``suspended`` within a poll, and a
-full reconciling reload every ``RECONCILE_SECONDS`` catches anything else.
+only those that changed; a watch on the jobs' directories (``RenameWatch``,
+inotify on Linux) ends the sleep as soon as a record is renamed into place,
+so a finished job is seen at once rather than up to a poll later. Each poll
+also checks that the runner of every working job is still alive (a cheap
+process-identity check): a host killed without writing anything is reconciled
+to ``suspended`` within a poll, and a full reconciling reload every
+``RECONCILE_SECONDS`` catches anything else.
 A job that is ``suspended`` or ``paused`` makes no progress until its caller
 acts, so the wait also returns when a job stops there, or when every
 unfinished job is there already: it never sits out its timeout on work that
@@ -24,8 +27,9 @@ from typing import Any
 
 from mmo_kernel.jobs.authority import require_session_job
 from mmo_kernel.jobs.listing import load_job, reconcile_job
-from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_file, progress_revision
+from mmo_kernel.jobs.records import TERMINAL_JOB_STATUSES, job_dir, job_file, progress_revision
 from mmo_kernel.jobs.result_files import result_source
+from mmo_kernel.state.changes import RenameWatch
 from mmo_kernel.state.records import is_exact_int
 
 POLL_SECONDS = 0.05
@@ -163,19 +167,20 @@ def wait_for_jobs(job_ids: list[str], session_id: str, timeout_seconds: float,
     ends the wait at once, with ``cancelled_waiting: true``.
     """
     ids, timeout, after = _check_arguments(job_ids, timeout_seconds, after_revision)
-    watch = _Watch(ids, session_id)
-    baseline = after if after is not None else watch.revisions()
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    stop = cancelled if cancelled is not None else threading.Event()
-    while not stop.is_set():
-        if _done(watch, baseline, after):
-            break
-        if time.monotonic() >= deadline:
-            timed_out = True
-            break
-        stop.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
-        watch.refresh()
+    with RenameWatch(job_dir(j) for j in ids) as renamed:  # before the first read
+        watch = _Watch(ids, session_id)
+        baseline = after if after is not None else watch.revisions()
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        stop = cancelled if cancelled is not None else threading.Event()
+        while not stop.is_set():
+            if _done(watch, baseline, after):
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            renamed.wait(min(POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
+            watch.refresh()
     result = _result(watch, baseline, timed_out, include_results)
     if stop.is_set():
         result["cancelled_waiting"] = True

@@ -59,9 +59,9 @@ class Polling(threading.Event):
         super().__init__()
         self.started = threading.Event()
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def is_set(self) -> bool:  # asked at every poll, after the baseline was taken
         self.started.set()
-        return super().wait(timeout)
+        return super().is_set()
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -20,6 +20,9 @@ from mmo_kernel.jobs.waiting import wait_for_jobs
 from mmo_kernel.sessions.records import read_session_record, session_file
 from mmo_kernel.state.audit import read_jsonl
 
+SLEEPING = "state/changes.py"
+"""Where the waiter sleeps between polls (on the rename watch)."""
+
 
 def _later(seconds: float, action) -> threading.Thread:
     def run() -> None:
@@ -70,7 +73,8 @@ def test_a_running_job_times_out_and_a_finish_wakes_the_waiter(mmo_env, live_job
                       "changed_job_ids": [], "timed_out_waiting": True}
 
     waiter = Background(wait_for_jobs, [job["job_id"]], "s1", 3600)
-    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs"), what="the waiter to wait")
+    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs", SLEEPING),
+               what="the waiter to wait")
     update_job(job["job_id"], status="completed")  # while it waits
     result = waiter.join()
     assert result["timed_out_waiting"] is False
@@ -78,11 +82,26 @@ def test_a_running_job_times_out_and_a_finish_wakes_the_waiter(mmo_env, live_job
     assert result["results"][job["job_id"]]["note"] == "no result was recorded"
 
 
+def test_a_record_write_wakes_the_waiter_without_waiting_for_a_poll(mmo_env, live_job,
+                                                                   monkeypatch):
+    from mmo_kernel.jobs import waiting
+
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 3600.0)  # only the rename watch can wake it
+    job = live_job("s1", "w")
+    waiter = Background(wait_for_jobs, [job["job_id"]], "s1", 3600)
+    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs", SLEEPING),
+               what="the waiter to wait")
+    update_job(job["job_id"], status="completed")
+    result = waiter.join(60)
+    assert result["unfinished"] == [] and result["timed_out_waiting"] is False
+
+
 def test_after_revision_returns_as_soon_as_a_job_progresses(mmo_env, live_job):
     first, second = live_job("s1", "w"), live_job("s1", "w")
     revisions = {first["job_id"]: 0, second["job_id"]: 0}
     waiter = Background(wait_for_jobs, list(revisions), "s1", 3600, after_revision=revisions)
-    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs"), what="the waiter to wait")
+    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs", SLEEPING),
+               what="the waiter to wait")
     update_job(second["job_id"], active_turn_id="turn-1")  # while it waits
     result = waiter.join()
     assert result["timed_out_waiting"] is False
@@ -98,7 +117,8 @@ def test_a_runner_that_dies_while_waited_on_is_noticed(mmo_env, live_job):
     job = live_job("s1", "w")
     waiter = Background(wait_for_jobs, [job["job_id"]], "s1", 60,
                         after_revision={job["job_id"]: 0})
-    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs"), what="the waiter to wait")
+    wait_until(lambda: blocked_in(waiter.thread, "wait_for_jobs", SLEEPING),
+               what="the waiter to wait")
     os.killpg(job["runner_pid"], signal.SIGKILL)  # while it waits
     result = waiter.join()
     assert result["changed_job_ids"] == [job["job_id"]] and not result["timed_out_waiting"]
