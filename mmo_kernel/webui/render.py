@@ -200,9 +200,14 @@ def timeline(view: SessionView, now: float | None = None) -> str:
     height = len(view.agents) * ROW_HEIGHT + 16
     axis = "".join(
         f'<text class="tick" x="{180 + TIMELINE_WIDTH * i / 4:.0f}" y="{height - 2}">'
-        f'{duration((end - begin) * i / 4)}</text>' for i in range(5))
+        f'{_tick((end - begin) * i / 4, end - begin)}</text>' for i in range(5))
     return (f'<svg class="timeline" viewBox="0 0 {TIMELINE_WIDTH + 240} {height}" '
             f'role="img" aria-label="timeline">{"".join(rows)}{axis}</svg>')
+
+
+def _tick(seconds: float, span: float) -> str:
+    """An axis label: tenths on a short timeline, so its five ticks never repeat."""
+    return f"{seconds:.1f}s" if span < 10 else duration(seconds)
 
 
 def tool_calls(view: SessionView, now: float | None = None) -> str:
