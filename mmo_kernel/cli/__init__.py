@@ -37,7 +37,19 @@ def build_parser():
     import argparse
     import importlib
 
-    from mmo_kernel import package_version
+    class ShowVersion(argparse.Action):
+        """``--version``: the distribution metadata is read only when it is asked for."""
+
+        def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                     default: str = argparse.SUPPRESS,
+                     help: str = "show program's version number and exit") -> None:
+            super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+        def __call__(self, parser, namespace, values, option_string=None):
+            from mmo_kernel import package_version
+
+            print(f"mmo {package_version()}")
+            parser.exit()
 
     parser = argparse.ArgumentParser(
         prog="mmo",
@@ -48,7 +60,7 @@ def build_parser():
         ),
         epilog="Run `mmo COMMAND --help` for the options of one command.",
     )
-    parser.add_argument("--version", action="version", version=f"mmo {package_version()}")
+    parser.add_argument("--version", action=ShowVersion)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("mcp", help="run the mmo_mesh MCP server on stdio (started by agents)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from mmo_kernel.cli.output import json_flag, print_json, table
-from mmo_kernel.plugin.drivers import CONCERNS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def plugins_report() -> dict:
+    from mmo_kernel.plugin.drivers import CONCERNS
     from mmo_kernel.plugin.manager import plugin_system
 
     system = plugin_system()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mmo_kernel.config.catalog import Model, Price
+if TYPE_CHECKING:  # annotations only: pricing reads a model's price table, never builds one
+    from mmo_kernel.config.catalog import Model, Price
 
 PER_TOKENS = Decimal(1_000_000)
 """Prices are in USD per million tokens."""

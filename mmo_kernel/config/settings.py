@@ -13,7 +13,6 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mmo_kernel.state.files import MMO_SCHEMA_VERSION, atomic_write_text
@@ -141,6 +140,8 @@ def default_settings_text() -> str:
 
 def _toml_item(value: Any) -> Any:
     """A TOML item for ``value``; tables inline, so they stay one ``key = ...`` line."""
+    import tomlkit  # only writing needs it; every `mmo` command's parser imports this module
+
     if isinstance(value, dict):
         table = tomlkit.inline_table()
         table.update(value)
@@ -191,6 +192,8 @@ def set_setting(key: str, value: Any) -> Settings:
     The edited document is validated before it is written; an unknown key
     or a bad value raises ``ValueError`` and leaves the file unchanged.
     """
+    import tomlkit
+
     _check_key(key)
     load_settings()  # creates the file, and refuses to edit a file that is already invalid
     path = settings_path()

@@ -28,7 +28,6 @@ from mmo_kernel.jobs.indexed import (
     refresh_jobs,
     unreadable,
 )
-from mmo_kernel.jobs.integration_recovery import recover_interrupted_integration
 from mmo_kernel.jobs.records import (
     HOST_IDENTITY_FIELDS,
     JOB_STATUSES,
@@ -235,6 +234,9 @@ def load_job(job_id: str) -> dict[str, Any]:
     An integration whose process was killed is settled first (rolled back, or
     its ``integrated`` kept), so the record and the workspace agree.
     """
+    # here, not at the top: recovery pulls in the workspace and driver layers; listing never does
+    from mmo_kernel.jobs.integration_recovery import recover_interrupted_integration
+
     recover_interrupted_integration(job_id)
     return reconcile_job(read_job_record(job_id))
 

@@ -305,7 +305,7 @@ def job_host_name(record: Mapping[str, Any]) -> str:
     if host:
         return str(host)
     from mmo_kernel.profiles.schema import AgentSpec
-    from mmo_kernel.profiles.snapshots import snapshot_profile
+    from mmo_kernel.profiles.snapshot_store import snapshot_profile
 
     snapshot = record.get("snapshot_hash")
     if snapshot is None:

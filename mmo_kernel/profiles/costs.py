@@ -14,14 +14,16 @@ import threading
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from mmo_kernel.config.catalog import Model
 from mmo_kernel.config.pricing import model_cost
-from mmo_kernel.profiles.snapshots import CATALOG_JSON, load_snapshot
+from mmo_kernel.profiles.snapshot_store import CATALOG_JSON, load_snapshot
 from mmo_kernel.state import paths
+
+if TYPE_CHECKING:
+    from mmo_kernel.config.catalog import Model
 
 _lock = threading.Lock()
 _models: dict[tuple[str, str], dict[str, Model | None]] = {}
@@ -29,6 +31,8 @@ _models: dict[tuple[str, str], dict[str, Model | None]] = {}
 
 
 def _read_agent_models(snapshot_hash: str) -> dict[str, Model | None]:
+    from mmo_kernel.config.catalog import Model  # the catalog's models: only once a job is priced
+
     snapshot = load_snapshot(snapshot_hash)  # verifies every file's digest
     data = json.loads((Path(snapshot["directory"]) / CATALOG_JSON).read_bytes())
     entries = data.get("models") if isinstance(data, dict) else None
