@@ -129,7 +129,7 @@ def cpu_per_refresh(pid: int, counter: Tab, seconds: float) -> tuple[float, int]
 
 
 def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
-            seconds: float, fresh: int) -> dict[str, Any]:
+            seconds: float, fresh: int, settle: float = 3.0) -> dict[str, Any]:
     import httpx2
 
     client = httpx2.Client(base_url=origin, timeout=60)
@@ -141,7 +141,7 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
     one = Tab(origin, client.cookies, f"session:{sid}")
     one.start()
     one.ready.wait(30)
-    time.sleep(3)  # the first refreshes of a new watcher settle
+    time.sleep(settle)  # the first refreshes of a new watcher settle
     alone, n_alone = cpu_per_refresh(pid, one, seconds)
     topics = [f"session:{sid}", f"session:{sid}", "list", *(f"job:{j}" for j in job_ids[:2])]
     more = [Tab(origin, client.cookies, topic) for topic in topics]
@@ -149,7 +149,7 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
         tab.start()
     for tab in more:
         tab.ready.wait(30)
-    time.sleep(3)
+    time.sleep(settle)
     six, n_six = cpu_per_refresh(pid, one, seconds)
     for tab in [one, *more]:
         tab.done.set()
@@ -199,7 +199,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     args = parser.parse_args()
     if args.quick:
-        args.jobs, args.agents, args.seconds = 200, 10, 3.0
+        args.jobs, args.agents, args.seconds = 200, 10, 1.5
     print(machine_line(), flush=True)
     work = Path(tempfile.mkdtemp(prefix="mmo-webui-bench-"))
     dirs = jobs_bench.prepare(work, capacity=4)
@@ -221,12 +221,12 @@ def main() -> int:
         paths_file.write_text(json.dumps(logs))
         while not counter.exists():
             time.sleep(0.05)
-        time.sleep(2.0)
+        time.sleep(0.5 if args.quick else 2.0)  # the writer reaches its rate
         sid = Path(logs[0]).parent.name
         job_ids = [Path(p).parent.name for p in logs[1:]]
         server, origin, token = start_ui(dict(os.environ))
         m = measure(origin, token, server.pid, sid, job_ids, args.seconds,
-                    3 if args.quick else 10)
+                    3 if args.quick else 10, settle=1.0 if args.quick else 3.0)
         naive = views_bench.python(COLLECTOR, "5")
         report(m, pct(naive["cpu_ms"], 0.5), args.jobs, args.agents)
         print(machine_line())
