@@ -58,6 +58,12 @@ FINALIZE_INPUT = (
 )
 REMOVE_FIELD = None
 
+# once per interpreter, at import: a warm host (``mmo_kernel.hosts.warm_host``) then does
+# it before it forks, not every host it forks (reading the package's metadata, hashing
+# this package's code: ~2 ms of each job's start)
+package_version()
+runtime_digest()
+
 
 @dataclass
 class TurnRequest:
@@ -237,7 +243,12 @@ class AgentHost(ABC):
         recorded = (self.record.get(self.fields.app_pid), self.record.get(self.fields.app_token))
         if recorded != (self.client.pid, self.client.start_token):  # else on record already
             self.publish_app_server(self.client.pid, self.client.pgid, self.client.start_token)
+        self.before_initialize()
         self.client.initialize(experimental_api=bool(self.bridges))
+
+    def before_initialize(self) -> None:  # noqa: B027 - optional hook
+        """Hook: work that can overlap the app-server's start-up (it answers ``initialize``
+        only once it is up)."""
 
     def _note_turn(self, message: Mapping[str, Any]) -> None:
         """Remember every turn id the app-server announces (goal mode starts its own)."""
@@ -337,9 +348,13 @@ class AgentHost(ABC):
                 outcome = self.app.wait_turn_completed(turn_id, WAIT_SLICE_SECONDS)
             except TimeoutError:
                 continue
-            self.set_active(None)
-            self.on_turn_done(outcome)
+            self.finish_turn(outcome)
             return outcome
+
+    def finish_turn(self, outcome: Any) -> None:
+        """The turn is over: no active turn on record, then ``on_turn_done``."""
+        self.set_active(None)
+        self.on_turn_done(outcome)
 
     def on_turn_done(self, outcome: Any) -> None:  # noqa: B027 - optional hook
         """Hook: record usage and progress of a finished turn."""

@@ -30,7 +30,13 @@ from mmo_kernel.host_api import (
     utc_now,
     watch_orphaned,
 )
-from mmo_kernel.hosts import final_message, goal_prompt, normalize_turn_failure
+from mmo_kernel.hosts import (
+    ControlServer,
+    app_server_socket_path,
+    final_message,
+    goal_prompt,
+    normalize_turn_failure,
+)
 from mmo_kernel.plugin import get_driver
 
 from .agent_host import AgentHost, HostFields, HostStopped, host_main
@@ -82,11 +88,16 @@ class JobHost(AgentHost):
         self.on_pending = self._pending_changed
         self.retired = False
         self.compaction_requested = False
+        self.unpublished: dict[str, Any] = {}
+        """Record fields that go with the host's next write (``store``): its control
+        socket's, written with its thread. A host that ends before names no socket."""
 
     # -- persistence ---------------------------------------------------------
 
     def store(self, **fields: Any) -> dict[str, Any]:
-        return update_job(self.job_id, **fields)
+        record = update_job(self.job_id, **{**self.unpublished, **fields})
+        self.unpublished = {}
+        return record
 
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
@@ -110,10 +121,22 @@ class JobHost(AgentHost):
     def goal_mode(self) -> bool:
         return self.record.get("execution_mode") == "goal"
 
-    def on_turn_done(self, outcome: Any) -> None:
+    def finish_turn(self, outcome: Any) -> None:
+        """No active turn, and the turn's usage, in one record write."""
+        with self.lock:
+            self.active_turn = None
         usage = outcome.thread_usage()
-        if usage is not None:
-            self.store(usage=usage)
+        self.record = self.store(**{self.fields.active_turn: None},
+                                 **({} if usage is None else {"usage": usage}))
+
+    def before_initialize(self) -> None:
+        """Listen on the control socket while the app-server starts; the record names it
+        with the thread (``run``), so no control reaches a host without one."""
+        if self.control_server is None:
+            path = app_server_socket_path(self.socket_name)
+            self.control_server = ControlServer(path, self._on_control).start(replace_live=False)
+            f = self.fields
+            self.unpublished.update({f.socket: str(path), f.socket_ready: True})
 
     def on_goal_status(self, status: str | None) -> None:
         self.store(goal_status=status)
@@ -325,10 +348,10 @@ class JobHost(AgentHost):
             status = "completed_with_warnings"
             fields["warning"] = ("finalized after suspension: the result comes from a final "
                                  "turn; the earlier partial result is kept")
-        fields.update(self._capture_patch())
-        current = read_job_record(self.job_id)
-        if current["status"] in ("failed",):
-            return  # the patch capture failed the job (out-of-scope mutation)
+        if self.record.get("mode") == "workspace-write":
+            fields.update(self._capture_patch())
+            if read_job_record(self.job_id)["status"] in ("failed",):
+                return  # the patch capture failed the job (out-of-scope mutation)
         self._end(status, **fields)
 
     def _capture_patch(self) -> dict[str, Any]:
@@ -434,11 +457,14 @@ class JobHost(AgentHost):
         watch_orphaned([job_file(self.job_id, "metadata.json"),
                         session_file(self.record["session_id"], "session.json")],
                        lambda: self.record, [(f.app_pid, f.app_pgid, f.app_token)],
-                       lambda: [self.record.get(f.socket)])
+                       lambda: [self.record.get(f.socket) or self.unpublished.get(f.socket)])
         try:
             self.spawn_app_server()
-            self.start_control_server()
+            if self.control_server is None:
+                self.start_control_server()
             resumed = self.bind_thread(fork_from=self.record.get("fork_from_thread_id"))
+            if self.unpublished:  # the control socket, with a resumed thread
+                self.record = self.store()
             started = self.resumed_turn() if resumed else self.first_turn()
             if started is None:  # finalize of a suspended job: the strict final turn
                 final = self.final_turn(FINAL_RESULT_INPUT)
