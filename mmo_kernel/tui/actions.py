@@ -103,12 +103,12 @@ def _continue(target: Target, text: str | None) -> str:
 def _stop(target: Target, reason: str | None) -> str:
     if target.job_id:
         return _control(target, "stop")
-    return _session_outcome(api.stop_session(target.session_id, reason=reason or None))
+    return _session_outcome(api.stop_session(target.session_id, reason=reason))
 
 
 def _cancel(target: Target, reason: str | None) -> str:
     if not target.job_id:
-        return _session_outcome(api.cancel_session(target.session_id, reason=reason or None))
+        return _session_outcome(api.cancel_session(target.session_id, reason=reason))
     _, root = _as_root(target)
     out = api.cancel_job(target.job, target.session_id, reason=reason, caller_agent=root)
     return " · ".join(f"job {j['job_id']}: {j['status']}" for j in out["jobs"])
