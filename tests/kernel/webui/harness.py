@@ -116,10 +116,15 @@ def finished(job_id: str, timeout: float = 90) -> dict:
 
 
 def writer_job(session: dict) -> str:
-    """A writer whose scripted patch adds ``notes/plan.md``, finished."""
+    """A writer whose scripted patch adds ``notes/plan.md``, finished and with its host gone
+    (the host's exit is itself a change the live view shows)."""
+    from mmo_kernel.jobs.listing import host_alive
+    from mmo_kernel.jobs.records import read_job_record
+
     job_id = spawn(session, "writer", WRITER_TASK, mode="workspace-write",
                    write_scope_values=["notes"])
     assert finished(job_id)["status"] == "completed"
+    wait_until(lambda: not host_alive(read_job_record(job_id)), 30, f"the host of {job_id}")
     return job_id
 
 
