@@ -358,7 +358,9 @@ def test_a_project_file_added_while_running_is_listed_without_restart(world):
         assert "instructions" not in started and "instructions_truncated" not in started
         assert world.runner.poll() is None
     finally:
-        path.unlink()  # gone again at the next rescan; later tests pick their projects by id
+        path.unlink()  # gone again at the next rescan: later tests start from the usual list
+        wait_until(lambda: "runner:laptop:fresh" not in _refs(world), timeout=WAIT,
+                   what="the removed project to be dropped at the rescan")
 
 
 # ---------------------------------------------------------- external session --
