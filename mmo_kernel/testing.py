@@ -145,6 +145,23 @@ class ProcessGuard:
         return [p for p in found.values() if not _retired_warm_host(p)]
 
 
+EXIT_GRACE_SECONDS = 10.0
+"""How long a process may take to end on its own after the test (a host that finished its
+job retires and exits a moment later; on a loaded machine that moment is longer)."""
+
+
+def _still_running(guard: ProcessGuard, grace_seconds: float) -> list[Any]:
+    """The guard's leftovers once they had ``grace_seconds`` to exit by themselves."""
+    import time
+
+    deadline = time.monotonic() + grace_seconds
+    left = guard.leftovers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = guard.leftovers()
+    return left
+
+
 def _descendants() -> list[Any]:
     import psutil
 
@@ -230,7 +247,7 @@ def mmo_process_guard(monkeypatch: pytest.MonkeyPatch):
             continue
     monkeypatch.setenv(GUARD_ENV, guard.marker)
     yield guard
-    left = guard.leftovers()
+    left = _still_running(guard, EXIT_GRACE_SECONDS)
     if left:
         names = ", ".join(_describe(p) for p in left)
         from mmo_kernel.state.processes import kill_processes

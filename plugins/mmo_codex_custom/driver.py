@@ -13,32 +13,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import AsyncGenerator, Iterator, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mmo_kernel import gateway  # the kit's names load on first use
 from mmo_kernel.errors import DriverConfigError
-from mmo_kernel.gateway import (
-    GatewayError,
-    credential_value,
-    error_body,
-    fault_headers,
-    is_mmo_header,
-    post_json,
-    post_json_async,
-)
 from mmo_kernel.plugin import RouteDriver
-
-from .conversation import Conversation, read_conversation
-from .wire_anthropic import (
-    anthropic_request,
-    classify_error,
-    translate_anthropic_stream,
-    translate_anthropic_stream_async,
-)
-from .wire_chat import chat_request, translate_chat_stream, translate_chat_stream_async
-from .wire_responses import relay_responses_stream, relay_responses_stream_async, responses_request
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
@@ -47,17 +29,7 @@ FORBIDDEN_HEADERS = frozenset({"authorization", "x-api-key", "host", "content-le
                                "content-type", "connection", "transfer-encoding"})
 ENDPOINTS = {"openai_responses": "/responses", "openai_chat": "/chat/completions",
              "anthropic_messages": "/messages"}
-ANTHROPIC_VERSION = "2023-06-01"
 _validated: dict[int, tuple[Any, CustomRouteOptions]] = {}
-
-
-class UpstreamCall(NamedTuple):
-    url: str
-    payload: dict[str, Any] | bytes
-    headers: dict[str, str]
-    timeout: float
-    conv: Conversation | None
-    """The neutral conversation for translated wires; None for Responses pass-through."""
 
 
 class CustomRouteOptions(BaseModel):
@@ -126,7 +98,7 @@ class CodexCustomRoute(RouteDriver):
 
     def availability(self, route: Any, credentials: Mapping[str, str]) -> dict[str, Any]:
         for name in self.env_names(route):
-            if not (credentials.get(name) or credential_value(name, environ=credentials)):
+            if not (credentials.get(name) or gateway.credential_value(name, environ=credentials)):
                 return {"available": False, "reason": f"missing credential {name}"}
         return {"available": True}
 
@@ -153,7 +125,7 @@ class CodexCustomRoute(RouteDriver):
         if route.env_http_headers:
             provider["env_http_headers"] = dict(sorted(route.env_http_headers.items()))
         if fault is not None:
-            provider["http_headers"] = fault_headers(fault)
+            provider["http_headers"] = gateway.fault_headers(fault)
         for key in ("request_max_retries", "stream_max_retries", "stream_idle_timeout_ms"):
             value = getattr(options, key)
             if value is not None:
@@ -166,59 +138,23 @@ class CodexCustomRoute(RouteDriver):
     def serve_responses(self, route: Any, model: Any, body: dict[str, Any],
                         env: Mapping[str, str]) -> Iterator[Any]:
         """The blocking path (third-party embedders); the gateway uses the async one."""
-        call = self._upstream_call(route, model, body, env)
-        try:
-            upstream = post_json(call.url, call.payload, call.headers, call.timeout)
-        except GatewayError as err:
-            raise _classified(route, err) from None
-        if call.conv is None:
-            return relay_responses_stream(upstream.iter_bytes())
-        content_type = upstream.headers.get("content-type", "")
-        translate = (translate_chat_stream if route.wire_protocol == "openai_chat"
-                     else translate_anthropic_stream)
-        return translate(call.conv, model.id, upstream.iter_bytes(), content_type, body)
+        from .serving import serve_blocking  # the wires load with the first request
 
-    async def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
-                                    env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
+        return serve_blocking(self, route, model, body, env)
+
+    def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
+                              env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
         """The same answer on the gateway's event loop (no worker thread, pooled upstream)."""
-        call = self._upstream_call(route, model, body, env)
-        try:
-            upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
-        except GatewayError as err:
-            raise _classified(route, err) from None
-        if call.conv is None:
-            items = relay_responses_stream_async(upstream.iter_bytes())
-        else:
-            content_type = upstream.headers.get("content-type", "")
-            translate = (translate_chat_stream_async if route.wire_protocol == "openai_chat"
-                         else translate_anthropic_stream_async)
-            items = translate(call.conv, model.id, upstream.iter_bytes(), content_type, body)
-        try:
-            async for item in items:
-                yield item
-        finally:
-            await items.aclose()
-            upstream.close()
+        from .serving import serve_async
 
-    def _upstream_call(self, route: Any, model: Any, body: dict[str, Any],
-                       env: Mapping[str, str]) -> UpstreamCall:
-        """Everything both paths send upstream: URL, translated payload, headers, timeout."""
-        options = self._options(route)
-        headers = {**options.static_headers, **self._secret_headers(route, options, env)}
-        url = route.base_url.rstrip("/") + ENDPOINTS[route.wire_protocol]
-        timeout = options.upstream_timeout_seconds
-        if route.wire_protocol == "openai_responses":
-            return UpstreamCall(url, responses_request(body, model), headers, timeout, None)
-        images_ok = "image" in route.transport_modalities and "image" in model.modalities
-        media_ok = route.preserves_tool_media and "image" in route.tool_result_modalities
-        conv = read_conversation(body, images_ok, media_ok, route=route.id)
-        if route.wire_protocol == "openai_chat":
-            return UpstreamCall(url, chat_request(conv, model), headers, timeout, conv)
-        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-        payload = anthropic_request(conv, model, options.max_output_tokens)
-        return UpstreamCall(url, payload, headers, timeout, conv)
+        return serve_async(self, route, model, body, env)
 
-    def _options(self, route: Any) -> CustomRouteOptions:
+    def upstream_headers(self, route: Any, env: Mapping[str, str]) -> dict[str, str]:
+        """The route's static headers and the secret ones the gateway adds from ``env``."""
+        options = self.options(route)
+        return {**options.static_headers, **self._secret_headers(route, options, env)}
+
+    def options(self, route: Any) -> CustomRouteOptions:
         """Validated options, remembered per options mapping while its content is unchanged.
 
         Validation per request was measurable; comparing the mapping with a
@@ -241,14 +177,12 @@ class CodexCustomRoute(RouteDriver):
         for header, name in route.env_http_headers.items():
             value = env.get(name)
             if not value:
-                raise GatewayError(401, error_body(f"missing credential {name}",
-                                                   "authentication_error", "missing_credential"))
+                raise _missing_credential(name)
             headers[header] = value
         if route.credential_env:
             key = env.get(route.credential_env)
             if not key:
-                raise GatewayError(401, error_body(f"missing credential {route.credential_env}",
-                                                   "authentication_error", "missing_credential"))
+                raise _missing_credential(route.credential_env)
             style = options.auth_header or (
                 "x-api-key" if route.wire_protocol == "anthropic_messages" else "bearer")
             if style == "x-api-key":
@@ -258,15 +192,15 @@ class CodexCustomRoute(RouteDriver):
         return headers
 
 
+def _missing_credential(name: str) -> Exception:
+    return gateway.GatewayError(401, gateway.error_body(
+        f"missing credential {name}", "authentication_error", "missing_credential"))
+
+
 def _settable(header: str) -> bool:
     """A header a route may send upstream: not the gateway's own, not MMO's ``X-MMO-*``."""
     return (bool(HEADER_NAME.match(header)) and header.lower() not in FORBIDDEN_HEADERS
-            and not is_mmo_header(header))
-
-
-def _classified(route: Any, err: GatewayError) -> GatewayError:
-    """An upstream HTTP error in the terms Codex classifies (codes the wire leaves implicit)."""
-    return classify_error(err) if route.wire_protocol == "anthropic_messages" else err
+            and not gateway.is_mmo_header(header))
 
 
 def _check_url(url: str, where: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmo_kernel.contracts import projection_problem
+from mmo_kernel import contracts  # its names load on first use: jsonschema only once a fit is asked
 from mmo_kernel.plugin import ContractTransport, TransportFit
 
 
@@ -22,7 +22,7 @@ class NativeSchemaProjection(ContractTransport):
     priority = 10
 
     def fit(self, enforcement: str, schema: dict[str, Any]) -> TransportFit:
-        found = projection_problem(schema)
+        found = contracts.projection_problem(schema)
         if found:
             return TransportFit(
                 False, f"{enforcement} schema cannot be projected as an outputSchema: {found}")

@@ -9,9 +9,6 @@ from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.gateway import bad_request, fault_headers
 from mmo_kernel.plugin import RouteDriver
 
-from .model import BadRequest, decide
-from .reply import reply_events
-
 RESERVED_PROVIDER_IDS = frozenset({"openai", "ollama", "lmstudio", "amazon-bedrock"})
 """Codex keeps these ``model_providers`` ids for itself (codex-app-server.md §6)."""
 
@@ -77,6 +74,9 @@ class ScriptedRoute(RouteDriver):
         self, route: Any, model: Any, body: dict[str, Any], env: Mapping[str, str]
     ) -> Iterator[bytes]:
         """Answer one request; a body that is not a Responses request is a 400."""
+        from .model import BadRequest, decide  # the model loads with the first request
+        from .reply import reply_events
+
         try:
             reply = decide(body)
         except BadRequest as exc:

@@ -8,9 +8,10 @@ so it never mistakes a missing picture for an empty answer.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mmo_kernel.tools import McpToolResult
+if TYPE_CHECKING:
+    from mmo_kernel.tools import McpToolResult
 
 
 def text_item(text: str) -> dict[str, Any]:

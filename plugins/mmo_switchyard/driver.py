@@ -16,10 +16,13 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mmo_kernel import tools  # the MCP client (and its HTTP stack) loads once a bridge runs
 from mmo_kernel.plugin import ToolBridge, ToolOptIn
-from mmo_kernel.tools import McpClient, McpError, McpTransportError, ToolServer, connect
+
+if TYPE_CHECKING:
+    from mmo_kernel.tools import McpClient, ToolServer
 
 from .convert import dynamic_output, failure
 from .names import alias_table, bridged_pairs
@@ -79,7 +82,7 @@ class SwitchyardBridge(ToolBridge):
             required = bool(getattr(opt_ins[server_name], "required", True))
             try:
                 specs.extend(self._server_specs(servers[server_name], wanted))
-            except McpError as exc:
+            except tools.McpError as exc:
                 if required:
                     raise
                 log.warning("switchyard leaves out optional %s", exc)
@@ -93,7 +96,7 @@ class SwitchyardBridge(ToolBridge):
         listed = {t.name: t for t in self._client(server.name).list_tools()}
         missing = [tool for _, tool in wanted if tool not in listed]
         if missing:
-            raise McpError(server.name, f"does not list tools {missing} "
+            raise tools.McpError(server.name, f"does not list tools {missing} "
                                         f"(it lists {sorted(listed)})")
         specs = []
         for name, tool in wanted:
@@ -130,10 +133,10 @@ class SwitchyardBridge(ToolBridge):
                            f"got {type(arguments).__name__}")
         try:
             result = self._client(server_name).call_tool(tool, arguments)
-        except McpTransportError as exc:
+        except tools.McpTransportError as exc:
             self._drop(server_name)
             return failure(f"{exc}; the server will be restarted on the next call")
-        except McpError as exc:
+        except tools.McpError as exc:
             return failure(str(exc))
         return dynamic_output(result, self.preserve_tool_media)
 
@@ -150,7 +153,7 @@ class SwitchyardBridge(ToolBridge):
         """The live client for ``server_name``, started on first use (one start at a time)."""
         with self._lock:
             if self._closed:
-                raise McpError(server_name, "the switchyard bridge is closed")
+                raise tools.McpError(server_name, "the switchyard bridge is closed")
             lock = self._locks.setdefault(server_name, threading.Lock())
         with lock:
             with self._lock:
@@ -160,12 +163,12 @@ class SwitchyardBridge(ToolBridge):
                 return client
             stderr = (self.stderr_dir / f"{server_name}.stderr.log"
                       if self.stderr_dir is not None else None)
-            client = connect(server, self.env if self.env is not None else os.environ,
+            client = tools.connect(server, self.env if self.env is not None else os.environ,
                              stderr_path=stderr)
             with self._lock:
                 if self._closed:
                     client.close()
-                    raise McpError(server_name, "the switchyard bridge is closed")
+                    raise tools.McpError(server_name, "the switchyard bridge is closed")
                 self._clients[server_name] = client
             return client
 

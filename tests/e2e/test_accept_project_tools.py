@@ -66,12 +66,18 @@ def test_every_case_passes_and_the_report_has_the_spec_structure(tmp_path):
     assert not list(tmp_path.glob("mmo-accept-*"))  # a passing run leaves no temp folder
 
 
+def _ctrl_c_default() -> None:
+    """Ctrl-C as at a terminal: a test run started in the background (``cmd &`` in a shell
+    without job control) ignores SIGINT, and a child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupt_stops_the_server_and_the_runner_and_reports_a_failure(tmp_path):
     report_path = tmp_path / "report.json"
     # every case: the run lasts seconds after its runner starts, so the interrupt lands in it
     proc = subprocess.Popen([str(MMO), "accept", "project-tools", "--report", str(report_path)],
                             cwd=tmp_path, env=accept_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=_ctrl_c_default)
     try:
         ready = wait_until(lambda: list(tmp_path.glob("mmo-accept-*/logs/runner.log")),
                            timeout=120, what="the runner to be started")

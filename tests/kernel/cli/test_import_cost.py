@@ -57,3 +57,18 @@ def test_pricing_a_job_from_its_snapshot_loads_no_profile_checks(mmo_env):
     assert probe["result"] == float((1200 * Decimal("2.5") + 300 * Decimal("10")) / 1_000_000)
     assert "mmo_kernel.profiles.checks" not in probe["loaded"]
     assert "jsonschema" not in probe["loaded"]
+
+
+def test_loading_every_plugin_loads_no_http_stack_no_schema_validator_and_no_model():
+    """Every command that looks a driver up loads all the plugins (``mmo jobs`` does, for each
+    row's ``runtime_current``): what only serving a request or checking a schema needs comes
+    with the first such call, not with the plugin."""
+    code = ("from mmo_kernel.plugin.manager import plugin_system\n"
+            "names = sorted(plugin_system().registry.names('route_drivers'))\n"
+            "result = [names, [m for m in ('jsonschema', 'http.client', 'asyncio', 'ssl',\n"
+            "          'urllib.request', 'mmo_codex_custom.serving', 'mmo_scripted.model',\n"
+            "          'mmo_kernel.tools.mcp_client') if m in sys.modules]]")
+    probe, _ = _loaded_after(code)
+    names, heavy = probe["result"]
+    assert {"codex_custom", "scripted"} <= set(names)
+    assert heavy == []

@@ -98,6 +98,12 @@ def test_cleans_up(mmo_process_guard):
     proc.wait()
 
 
+def test_starts_a_short_lived_child(mmo_process_guard):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"],
+                            start_new_session=True)
+    PIDS.write_text(str(proc.pid))
+
+
 def test_allows(mmo_process_guard):
     proc = subprocess.Popen(SLEEPER, start_new_session=True)
     mmo_process_guard.allow(proc.pid)
@@ -118,6 +124,14 @@ def test_guard_kills_and_reports_a_leftover_child(pytester, monkeypatch):
     result, pid = run_inner(pytester, monkeypatch, "test_leaves_a_child")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([f"*test left processes running (killed now): pid {pid} (*"])
+    assert not alive(pid)
+
+
+def test_a_child_that_exits_by_itself_soon_after_the_test_is_no_leftover(pytester,
+                                                                         monkeypatch):
+    # a job host retires a moment after its job ended: that is no leak
+    result, pid = run_inner(pytester, monkeypatch, "test_starts_a_short_lived_child")
+    result.assert_outcomes(passed=1)
     assert not alive(pid)
 
 
