@@ -22,13 +22,13 @@ from mmo_kernel import gateway  # the kit's names load on first use
 from mmo_kernel.errors import DriverConfigError
 from mmo_kernel.plugin import RouteDriver
 
+from .endpoints import ENDPOINTS
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 RESERVED_PROVIDER_IDS = frozenset({"openai", "ollama", "lmstudio", "amazon-bedrock"})
 FORBIDDEN_HEADERS = frozenset({"authorization", "x-api-key", "host", "content-length",
                                "content-type", "connection", "transfer-encoding"})
-ENDPOINTS = {"openai_responses": "/responses", "openai_chat": "/chat/completions",
-             "anthropic_messages": "/messages"}
 _validated: dict[int, tuple[Any, CustomRouteOptions]] = {}
 
 
@@ -140,14 +140,16 @@ class CodexCustomRoute(RouteDriver):
         """The blocking path (third-party embedders); the gateway uses the async one."""
         from .serving import serve_blocking  # the wires load with the first request
 
-        return serve_blocking(self, route, model, body, env)
+        return serve_blocking(route, model, body, self.options(route),
+                              self.upstream_headers(route, env))
 
     def serve_responses_async(self, route: Any, model: Any, body: dict[str, Any],
                               env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
         """The same answer on the gateway's event loop (no worker thread, pooled upstream)."""
         from .serving import serve_async
 
-        return serve_async(self, route, model, body, env)
+        return serve_async(route, model, body, self.options(route),
+                           self.upstream_headers(route, env))
 
     def upstream_headers(self, route: Any, env: Mapping[str, str]) -> dict[str, str]:
         """The route's static headers and the secret ones the gateway adds from ``env``."""

@@ -7,13 +7,13 @@ wires; the gateway imports this module with its first request on the route.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any, NamedTuple
 
 from mmo_kernel.gateway import GatewayError, post_json, post_json_async
 
 from .conversation import Conversation, read_conversation
-from .driver import ENDPOINTS, CodexCustomRoute
+from .endpoints import ENDPOINTS
 from .wire_anthropic import (
     anthropic_request,
     classify_error,
@@ -35,10 +35,10 @@ class UpstreamCall(NamedTuple):
     """The neutral conversation for translated wires; None for Responses pass-through."""
 
 
-def serve_blocking(driver: CodexCustomRoute, route: Any, model: Any, body: dict[str, Any],
-                   env: Mapping[str, str]) -> Iterator[Any]:
+def serve_blocking(route: Any, model: Any, body: dict[str, Any], options: Any,
+                   headers: dict[str, str]) -> Iterator[Any]:
     """``serve_responses``: one request upstream, its stream in Responses events."""
-    call = upstream_call(driver, route, model, body, env)
+    call = upstream_call(route, model, body, options, headers)
     try:
         upstream = post_json(call.url, call.payload, call.headers, call.timeout)
     except GatewayError as err:
@@ -51,10 +51,10 @@ def serve_blocking(driver: CodexCustomRoute, route: Any, model: Any, body: dict[
     return translate(call.conv, model.id, upstream.iter_bytes(), content_type, body)
 
 
-async def serve_async(driver: CodexCustomRoute, route: Any, model: Any, body: dict[str, Any],
-                      env: Mapping[str, str]) -> AsyncGenerator[Any, None]:
+async def serve_async(route: Any, model: Any, body: dict[str, Any], options: Any,
+                      headers: dict[str, str]) -> AsyncGenerator[Any, None]:
     """``serve_responses_async``: the same on the gateway's loop, on its pooled client."""
-    call = upstream_call(driver, route, model, body, env)
+    call = upstream_call(route, model, body, options, headers)
     try:
         upstream = await post_json_async(call.url, call.payload, call.headers, call.timeout)
     except GatewayError as err:
@@ -74,11 +74,12 @@ async def serve_async(driver: CodexCustomRoute, route: Any, model: Any, body: di
         upstream.close()
 
 
-def upstream_call(driver: CodexCustomRoute, route: Any, model: Any, body: dict[str, Any],
-                  env: Mapping[str, str]) -> UpstreamCall:
-    """Everything both paths send upstream: URL, translated payload, headers, timeout."""
-    options = driver.options(route)
-    headers = driver.upstream_headers(route, env)
+def upstream_call(route: Any, model: Any, body: dict[str, Any], options: Any,
+                  headers: dict[str, str]) -> UpstreamCall:
+    """Everything both paths send upstream: URL, translated payload, headers, timeout.
+
+    ``options`` are the route's validated ``CustomRouteOptions``; ``headers`` its static
+    and secret headers (the driver's)."""
     url = route.base_url.rstrip("/") + ENDPOINTS[route.wire_protocol]
     timeout = options.upstream_timeout_seconds
     if route.wire_protocol == "openai_responses":
