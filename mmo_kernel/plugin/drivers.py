@@ -44,7 +44,7 @@ CONCERNS: tuple[str, ...] = (
 class NoOptions(BaseModel):
     """Options model of a driver that takes no TOML options."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Driver:

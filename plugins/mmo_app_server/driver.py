@@ -12,7 +12,7 @@ from mmo_kernel.plugin import ExecutionHost
 class AppServerOptions(BaseModel):
     """``host_options`` of an agent that runs on ``app_server``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     max_recoveries: int = Field(default=3, ge=0, le=20)
     """How many times a lost app-server is restarted on the same thread."""
 

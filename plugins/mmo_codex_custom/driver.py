@@ -35,7 +35,7 @@ _validated: dict[int, tuple[Any, CustomRouteOptions]] = {}
 class CustomRouteOptions(BaseModel):
     """``[routes.<id>.options]`` of a ``codex_custom`` route."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     auth_header: Literal["bearer", "x-api-key"] | None = None
     """How the credential is sent upstream; default bearer (x-api-key for anthropic_messages)."""

@@ -41,7 +41,7 @@ MANIFEST = "base-manifest.json"
 class CopyOptions(BaseModel):
     """``[workspace_isolation] options`` for ``copy``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     exclude: list[str] = [".git"]
 

@@ -27,7 +27,7 @@ WORKTREE_DIR = "worktree"
 class GitWorktreeOptions(BaseModel):
     """``[workspace_isolation] options`` for ``git_worktree``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     branch_prefix: str = "mmo/"
 

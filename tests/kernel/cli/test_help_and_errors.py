@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 
@@ -108,3 +109,38 @@ def test_a_closed_pipe_ends_output_quietly():
         os.close(write_end)
     assert done.returncode == 0
     assert done.stderr == ""
+
+
+def test_the_program_writes_its_whole_answer_and_exits_with_the_commands_code():
+    """The ``mmo`` program skips the interpreter's last collection on exit (``program``):
+    the answer must still arrive whole, and each outcome keep its exit code."""
+    listed = mmo("catalog", "models", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["models"], listed.stdout[-200:]
+    assert mmo("no-such-command").returncode == 2
+    one_line_error(mmo("session", "show", "no-such-session"), "no-such-session")
+
+
+def test_each_command_is_found_in_the_module_the_command_table_names():
+    """A command line imports only its command's module (``COMMAND_OWNERS``): a command
+    missing from the table, or owned by another module, would vanish from the CLI."""
+    import importlib
+
+    from mmo_kernel import cli
+
+    registered: dict[str, str] = {}
+    for name in cli.COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"mmo_kernel.cli.{name}").register(sub)
+        registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == cli.COMMAND_OWNERS
+    for command in registered:
+        siblings = {c for c, owner in registered.items() if owner == registered[command]}
+        built = {path[0] for path in dict(_command_paths(build_parser(command)))}
+        assert built == siblings | {"mcp"}, command
+
+
+def test_an_unknown_command_still_lists_every_command():
+    out = mmo("sesions")
+    assert out.returncode == 2 and "invalid choice: 'sesions'" in out.stderr
+    assert all(f"'{name}'" in out.stderr for name in ("sessions", "jobs", "top", "ui", "mcp"))
