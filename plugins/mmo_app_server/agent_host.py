@@ -384,6 +384,10 @@ class AgentHost(ABC):
             status = goal.get("status") if goal else None
             self.on_goal_status(status)
             if status != "active":
+                later = self.app.turns.latest_turn_id(self.thread_id) if self.app else None
+                if later and later != turn_id:  # Codex's own turn ended the goal: it still
+                    turn_id = later             # runs, and a turn/start into it is refused
+                    continue
                 return outcome
             following = self.next_auto_turn(turn_id)
             if following is None:

@@ -247,10 +247,15 @@ async def _run(
         server.emit(thread, "item/started", shapes.item_started(thread.id, turn_id, item))
         effects.completed(server, thread, active, item)
     active.early.set()
-    if record["kind"] == "goal":
+    m = markers.parse(record["input_text"], _first_input(thread, record))
+    if record["kind"] == "goal" and m.has("FAKE_GOAL_COMPLETE_EARLY"):
+        # a model that calls update_goal at once and writes its last message after: the
+        # goal is complete while Codex's own continuation turn still runs
+        _emit_goal(server, thread, turn_id, goals.change_status(server, thread, "complete"))
+        await _sleep(active, GOAL_EVENT_LEAD)
+    elif record["kind"] == "goal":
         await _sleep(active, GOAL_TURN_LATENCY)
     goal_before = server.side.load_goal(thread.id)
-    m = markers.parse(record["input_text"], _first_input(thread, record))
     if record["kind"] == "compact":
         m = Markers()
     if m.has("FAKE_APP_SERVER_CRASH_ONCE") and server.side.once(
@@ -314,7 +319,8 @@ async def _finish(
     input_tokens = 100 + len(record["input_text"])
     last = shapes.usage_breakdown(input_tokens, len(text) // 4)
     thread.total_usage = shapes.add_usage(thread.total_usage, last)
-    completes = record["kind"] == "goal" or "update_goal" in record["input_text"]
+    completes = record["kind"] == "goal" or (
+        "update_goal" in record["input_text"] and not m.has("FAKE_GOAL_COMPLETE_EARLY"))
     goal = goals.account(
         server,
         thread,

@@ -9,7 +9,7 @@ from typing import Any
 
 from mmo_codex_standin import markers, params, runner, shapes
 from mmo_codex_standin.connection import Connection
-from mmo_codex_standin.protocol import RpcError, hard_exit, now_ms, now_s, uuid7
+from mmo_codex_standin.protocol import INTERNAL_ERROR, RpcError, hard_exit, now_ms, now_s, uuid7
 from mmo_codex_standin.threads import ActiveTurn, ThreadState
 
 
@@ -88,6 +88,9 @@ async def turn_start(server, conn: Connection, raw: Any, after: list) -> dict[st
     entries, text = _texts(body.input)
     if thread.active is not None:  # real Codex: the input joins the running turn
         active = thread.active
+        if body.outputSchema != active.record["output_schema"]:  # as Codex 0.169 refuses it
+            raise RpcError("failed to submit turn input: ActiveTurnOutputSchemaMismatch",
+                           INTERNAL_ERROR)
         after.append(lambda: add_user_input(server, thread, entries, text))
         return {"turn": _pending_view(active.record)}
     if markers.crashes_on_next_turn(

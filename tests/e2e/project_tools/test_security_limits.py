@@ -1130,7 +1130,10 @@ def test_revoking_a_runner_token_drops_its_link(world: World):
     wait_until(lambda: not _runners(world.url, world.admin)["bobbox"]["online"], timeout=60,
                what="bob's runner link to drop")
     _assert_link_refused(world, bob.token)
-    assert bob.process.poll() is None  # it keeps re-dialling; it is stopped at the end
+    # a refusal retrying cannot fix: the runner stops with exit 1 and one error line
+    # instead of re-dialling forever (docs/project-tools.md, "Runner, link and sessions")
+    assert bob.process.wait(timeout=60) == 1
+    assert "runner stopped: the runner token was revoked (close 4401)" in bob.log.read_text()
     # the admin's readiness check lists online projects only; bob still sees his, offline
     admin_view = world.api_tool(world.admin, "list_projects", {})["output"]["projects"]
     assert "runner:bobbox:bobproj" not in {p["id"] for p in admin_view}

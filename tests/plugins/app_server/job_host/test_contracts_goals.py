@@ -82,6 +82,26 @@ def test_a_goal_worker_runs_its_work_turn_and_the_final_turn_only(session):
     assert len(started) == 2, "Codex started a goal continuation turn of its own"
 
 
+def test_the_final_turn_waits_for_a_continuation_turn_that_completed_the_goal(session):
+    """Codex's own continuation turn can complete the goal and still be running when the
+    host sees the goal complete: the strict final turn starts only after that turn ended
+    (a ``turn/start`` with another ``outputSchema`` into a running turn is refused:
+    ``ActiveTurnOutputSchemaMismatch``, seen on Codex 0.169 under load)."""
+    record = finish(session, spawn(session, "strict_goal",
+                                   "Investigate and report. FAKE_GOAL_COMPLETE_EARLY"))
+    assert record["status"] == "completed", record.get("error")
+    assert record["goal_status"] == "complete"
+    rows = [json.loads(line) for line in Path(record["events_path"]).read_text().splitlines()]
+    order = [(r["direction"], r["message"].get("method"), r["message"].get("params", {}))
+             for r in rows]
+    [(_, _, auto)] = [o for o in order if o[1] == "turn/started"][1:2]
+    auto_id = auto["turn"]["id"]
+    auto_done = next(i for i, o in enumerate(order)
+                     if o[1] == "turn/completed" and o[2]["turn"]["id"] == auto_id)
+    final = [i for i, o in enumerate(order) if o[0] == "sent" and o[1] == "turn/start"][-1]
+    assert final > auto_done and "outputSchema" in order[final][2]
+
+
 # -- 15: budgetLimited outcomes ---------------------------------------------------------------
 
 
