@@ -1,7 +1,7 @@
 """``mmo ui``: a big session's page, the cost of more open tabs, the list over a long history.
 
 Run: ``.venv/bin/python benchmarks/webui.py [--jobs 10000] [--agents 50] [--rate 20]
-[--seconds 20] [--quick]``
+[--seconds 24] [--rounds 3] [--quick]``
 
 Set-up, in a private temp state dir: the history of ``benchmarks/state.py`` (``--jobs``
 finished jobs in ``jobs / 5`` sessions, at most 2,000) and one live session of a root and
@@ -16,9 +16,11 @@ loopback by a client in this process:
   each of which waits for a refresh of the read model first;
 * **added cost of five tabs** — the server's CPU time per refresh (``/proc`` of the server
   process) with one tab on the session's live stream, then with five more tabs (two on the
-  same session, the list, two job pages): the difference per refresh. Baseline, same run:
-  five more tabs that each kept their own collector would each add one refresh of it,
-  measured in-process here (``Collector().refresh()`` CPU p50);
+  same session, the list, two job pages): the difference per refresh, pooled over
+  ``--rounds`` interleaved rounds of one tab then six (the server's cost per refresh drifts
+  with the machine and with the live session's growing timeline; interleaving cancels it).
+  Baseline, same run: five more tabs that each kept their own collector would each add
+  one refresh of it, measured in-process here (``Collector().refresh()`` CPU p50);
 * **list page** — wall time of ``GET /`` (the first page of every session, newest first,
   from the listing index) with the whole history, the first request and p50 of 20.
 
@@ -120,16 +122,22 @@ def server_cpu_ms(pid: int) -> float:
     return (times.user + times.system) * 1000
 
 
-def cpu_per_refresh(pid: int, counter: Tab, seconds: float) -> tuple[float, int]:
-    """Server CPU ms per refresh over ``seconds`` (refreshes counted by ``counter``'s updates)."""
+def spell(pid: int, counter: Tab, seconds: float) -> tuple[float, int]:
+    """The server's CPU ms over ``seconds`` and the refreshes in them (``counter``'s updates)."""
     c0, e0 = server_cpu_ms(pid), counter.events
     time.sleep(seconds)
-    refreshes = counter.events - e0
-    return (server_cpu_ms(pid) - c0) / max(refreshes, 1), refreshes
+    return server_cpu_ms(pid) - c0, counter.events - e0
+
+
+def per_refresh(spells: list[tuple[float, int]]) -> float:
+    """CPU ms per refresh pooled over spells: the clock-tick grain of ``/proc`` (10 ms)
+    spread over every refresh measured, not over one spell's."""
+    return sum(c for c, _ in spells) / max(sum(n for _, n in spells), 1)
 
 
 def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
-            seconds: float, fresh: int, settle: float = 3.0) -> dict[str, Any]:
+            seconds: float, fresh: int, settle: float = 3.0,
+            rounds: int = 3) -> dict[str, Any]:
     import httpx2
 
     client = httpx2.Client(base_url=origin, timeout=60)
@@ -142,24 +150,38 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
     one.start()
     one.ready.wait(30)
     time.sleep(settle)  # the first refreshes of a new watcher settle
-    alone, n_alone = cpu_per_refresh(pid, one, seconds)
     topics = [f"session:{sid}", f"session:{sid}", "list", *(f"job:{j}" for j in job_ids[:2])]
-    more = [Tab(origin, client.cookies, topic) for topic in topics]
-    for tab in more:
-        tab.start()
-    for tab in more:
-        tab.ready.wait(30)
-    time.sleep(settle)
-    six, n_six = cpu_per_refresh(pid, one, seconds)
-    for tab in [one, *more]:
-        tab.done.set()
+    alone: list[tuple[float, int]] = []
+    six: list[tuple[float, int]] = []
+    delivered = [0] * len(topics)
+    # one tab, then six, in interleaved rounds: the server's CPU per refresh drifts with the
+    # machine and with the live session's growing timeline, and interleaving cancels both
+    for _ in range(rounds):
+        alone.append(spell(pid, one, seconds / rounds))
+        more = [Tab(origin, client.cookies, topic) for topic in topics]
+        for tab in more:
+            tab.start()
+        for tab in more:
+            tab.ready.wait(30)
+        time.sleep(settle)
+        six.append(spell(pid, one, seconds / rounds))
+        for n, tab in enumerate(more):
+            tab.done.set()  # it ends at its next update
+            delivered[n] += tab.events
+        for tab in more:
+            tab.join(30)
+        time.sleep(settle)
+    one.done.set()
     client.close()
     return {"list_first": list_first, "list_p50": pct(list_runs, 0.5),
             "page_first": page_first, "page_p50": pct(page_runs, 0.5),
             "page_p95": pct(page_runs, 0.95), "page_fresh_p50": pct(page_fresh, 0.5),
             "page_fresh_max": max(page_fresh),
-            "cpu_alone": alone, "cpu_six": six, "refreshes": (n_alone, n_six),
-            "delivered": [t.events for t in more]}
+            "cpu_alone": per_refresh(alone), "cpu_six": per_refresh(six),
+            "refreshes": (sum(n for _, n in alone), sum(n for _, n in six)),
+            "rounds_added": [b[0] / max(b[1], 1) - a[0] / max(a[1], 1)
+                             for a, b in zip(alone, six, strict=True)],
+            "delivered": delivered}
 
 
 def report(m: dict[str, Any], naive_ms: float, jobs: int, agents: int) -> None:
@@ -171,7 +193,8 @@ def report(m: dict[str, Any], naive_ms: float, jobs: int, agents: int) -> None:
           f"{m['page_fresh_p50']:.1f} ms, max {m['page_fresh_max']:.1f} ms")
     print(f"  server CPU per refresh: one tab {m['cpu_alone']:.1f} ms, six tabs "
           f"{m['cpu_six']:.1f} ms ({m['refreshes'][0]} and {m['refreshes'][1]} refreshes): "
-          f"five more tabs add {added:.2f} ms")
+          f"five more tabs add {added:.2f} ms (pooled over {len(m['rounds_added'])} interleaved "
+          f"rounds; per round: {', '.join(f'{r:.1f}' for r in m['rounds_added'])})")
     print(f"  updates delivered to the five extra tabs: {m['delivered']}")
     print(f"  baseline: a collector per tab would add 5 x {naive_ms:.1f} ms = "
           f"{5 * naive_ms:.1f} ms per refresh ({5 * naive_ms / max(added, 0.01):.0f}x)")
@@ -194,12 +217,14 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--rate", type=float, default=20.0, help="event lines/s per agent")
-    parser.add_argument("--seconds", type=float, default=20.0,
-                        help="how long each tab count is measured")
+    parser.add_argument("--seconds", type=float, default=24.0,
+                        help="how long each tab count is measured, over all rounds")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of one tab then six")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     args = parser.parse_args()
     if args.quick:
-        args.jobs, args.agents, args.seconds = 200, 10, 1.5
+        args.jobs, args.agents, args.seconds, args.rounds = 200, 10, 1.5, 1
     print(machine_line(), flush=True)
     work = Path(tempfile.mkdtemp(prefix="mmo-webui-bench-"))
     dirs = jobs_bench.prepare(work, capacity=4)
@@ -226,7 +251,8 @@ def main() -> int:
         job_ids = [Path(p).parent.name for p in logs[1:]]
         server, origin, token = start_ui(dict(os.environ))
         m = measure(origin, token, server.pid, sid, job_ids, args.seconds,
-                    3 if args.quick else 10, settle=1.0 if args.quick else 3.0)
+                    3 if args.quick else 10, settle=1.0 if args.quick else 3.0,
+                    rounds=max(1, args.rounds))
         naive = views_bench.python(COLLECTOR, "5")
         report(m, pct(naive["cpu_ms"], 0.5), args.jobs, args.agents)
         print(machine_line())
