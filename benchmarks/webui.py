@@ -149,7 +149,6 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
     one = Tab(origin, client.cookies, f"session:{sid}")
     one.start()
     one.ready.wait(30)
-    time.sleep(settle)  # the first refreshes of a new watcher settle
     topics = [f"session:{sid}", f"session:{sid}", "list", *(f"job:{j}" for j in job_ids[:2])]
     alone: list[tuple[float, int]] = []
     six: list[tuple[float, int]] = []
@@ -157,6 +156,7 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
     # one tab, then six, in interleaved rounds: the server's CPU per refresh drifts with the
     # machine and with the live session's growing timeline, and interleaving cancels both
     for _ in range(rounds):
+        time.sleep(settle)  # a new watcher's first refreshes, or the closed tabs, settle
         alone.append(spell(pid, one, seconds / rounds))
         more = [Tab(origin, client.cookies, topic) for topic in topics]
         for tab in more:
@@ -165,12 +165,11 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
             tab.ready.wait(30)
         time.sleep(settle)
         six.append(spell(pid, one, seconds / rounds))
-        for n, tab in enumerate(more):
-            tab.done.set()  # it ends at its next update
-            delivered[n] += tab.events
         for tab in more:
+            tab.done.set()  # it ends at its next update
+        for n, tab in enumerate(more):
             tab.join(30)
-        time.sleep(settle)
+            delivered[n] += tab.events
     one.done.set()
     client.close()
     return {"list_first": list_first, "list_p50": pct(list_runs, 0.5),
@@ -179,7 +178,7 @@ def measure(origin: str, token: str, pid: int, sid: str, job_ids: list[str],
             "page_fresh_max": max(page_fresh),
             "cpu_alone": per_refresh(alone), "cpu_six": per_refresh(six),
             "refreshes": (sum(n for _, n in alone), sum(n for _, n in six)),
-            "rounds_added": [b[0] / max(b[1], 1) - a[0] / max(a[1], 1)
+            "rounds_added": [per_refresh([b]) - per_refresh([a])
                              for a, b in zip(alone, six, strict=True)],
             "delivered": delivered}
 
